@@ -1,0 +1,113 @@
+"""Per-run figures from a frozen run: epoch times, steady throughput, CPU use, final validation metrics.
+
+Definitions follow DESIGN.md: epoch time is worker 0's training plus validation wall time; the steady
+figure is the median over epochs after the first (the first pays for tracing and warm-up). Analysers
+return DataFrames and plain numbers; rendering is the caller's business.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from perfkit.results import RunRecord
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    status: str
+    mode: str
+    preset: str
+    epochs: int
+    steady_epoch_s: float
+    steady_is_warmup: bool  # only one epoch: the figure includes the first epoch's warm-up
+    fit_s: float
+    steady_samples_per_s: float
+    cpu_mean: float
+    cpu_p95: float
+    val_accuracy: float
+    val_auc: float
+
+
+def epoch_table(record: RunRecord) -> pd.DataFrame:
+    """One row per epoch of worker 0: times, global samples/s, validation metrics."""
+    ep = record.epochs
+    if ep.empty:
+        return pd.DataFrame(columns=["epoch", "epoch_s", "train_s", "val_s", "samples", "samples_per_s",
+                                     "val_accuracy", "val_auc"])
+    ep0 = ep[ep["worker"] == ep["worker"].min()].sort_values("epoch")
+    samples = record.steps.groupby("epoch")["samples"].sum() if not record.steps.empty else pd.Series(dtype=float)
+    out = pd.DataFrame({
+        "epoch": ep0["epoch"].astype(int).to_numpy() + 1,
+        "epoch_s": (ep0["train_s"] + ep0["val_s"]).to_numpy(),
+        "train_s": ep0["train_s"].to_numpy(),
+        "val_s": ep0["val_s"].to_numpy(),
+        "samples": ep0["epoch"].map(samples).fillna(0).astype("int64").to_numpy(),
+    })
+    out["samples_per_s"] = out["samples"] / out["train_s"].where(out["train_s"] > 0)
+    for metric in ("val_accuracy", "val_auc"):
+        out[metric] = ep0[metric].to_numpy() if metric in ep0 else math.nan
+    return out
+
+
+def training_window(record: RunRecord) -> tuple[int, int] | None:
+    """First step start to last epoch end (monotonic ns), the span CPU figures are taken over."""
+    if record.steps.empty:
+        return None
+    start = int(record.steps["t_start_ns"].min())
+    end = int(record.epochs["t_end_ns"].max()) if not record.epochs.empty else int(record.steps["t_end_ns"].max())
+    return start, end
+
+
+def cpu_table(record: RunRecord) -> pd.DataFrame:
+    """Per worker: CPU% (its processes summed per sample) mean and p95 over the training window, peak RSS."""
+    cols = ["worker", "host", "samples", "cpu_mean", "cpu_p95", "rss_peak_bytes", "threads_max"]
+    window = training_window(record)
+    cpu = record.cpu
+    if window is None or cpu.empty:
+        return pd.DataFrame(columns=cols)
+    cpu = cpu[(cpu["t_ns"] >= window[0]) & (cpu["t_ns"] <= window[1])]
+    per_tick = cpu.groupby(["worker", "host", "t_ns"], as_index=False).agg(
+        cpu_percent=("cpu_percent", "sum"), rss_bytes=("rss_bytes", "sum"), num_threads=("num_threads", "sum"))
+    grouped = per_tick.groupby(["worker", "host"])
+    out = grouped.agg(samples=("cpu_percent", "size"), cpu_mean=("cpu_percent", "mean"),
+                      rss_peak_bytes=("rss_bytes", "max"), threads_max=("num_threads", "max"))
+    out["cpu_p95"] = grouped["cpu_percent"].quantile(0.95)
+    return out.reset_index()[cols]
+
+
+def _steady(values: pd.Series) -> tuple[float, bool]:
+    if values.empty:
+        return math.nan, False
+    if len(values) == 1:
+        return float(values.iloc[0]), True
+    return float(np.median(values.iloc[1:])), False
+
+
+def summarize(record: RunRecord) -> RunSummary:
+    epochs = epoch_table(record)
+    steady_epoch, warm = _steady(epochs["epoch_s"])
+    steady_rate, _ = _steady(epochs["samples_per_s"])
+    window = training_window(record)
+    cpu = cpu_table(record)
+    main = cpu[cpu["worker"] == cpu["worker"].min()] if not cpu.empty else cpu
+    last = epochs.iloc[-1] if not epochs.empty else None
+    return RunSummary(
+        run_id=record.run_id,
+        status=record.status,
+        mode=str(record.meta.get("mode", "?")),
+        preset=str(record.meta.get("preset", "?")),
+        epochs=len(epochs),
+        steady_epoch_s=steady_epoch,
+        steady_is_warmup=warm,
+        fit_s=(window[1] - window[0]) / 1e9 if window else math.nan,
+        steady_samples_per_s=steady_rate,
+        cpu_mean=float(main["cpu_mean"].iloc[0]) if not main.empty else math.nan,
+        cpu_p95=float(main["cpu_p95"].iloc[0]) if not main.empty else math.nan,
+        val_accuracy=float(last["val_accuracy"]) if last is not None else math.nan,
+        val_auc=float(last["val_auc"]) if last is not None else math.nan,
+    )

@@ -1,0 +1,82 @@
+"""Terminal renderers: the live progress display and the end-of-run summary (rich)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from perfkit.analysis.summary import RunSummary
+
+
+def fmt(value: float, spec: str = ".1f", unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:{spec}}{unit}"
+
+
+class ProgressObserver:
+    """Epoch and step bars with live loss, accuracy and CPU%; it only reads what the trainer reports."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=console,
+            transient=False,
+        )
+        self._cpu: Callable[[], float | None] = lambda: None
+        self._epochs_task: Any = None
+        self._steps_task: Any = None
+        self._steps = 0
+
+    def phase(self, text: str) -> None:
+        self.console.print(f"[dim]- {text}[/dim]")
+
+    def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:
+        self._cpu, self._steps = cpu, steps_per_epoch
+        self._progress.start()
+        self._epochs_task = self._progress.add_task("epochs", total=epochs, info="")
+        self._steps_task = self._progress.add_task("steps ", total=steps_per_epoch, info="")
+
+    def step(self, epoch: int, step: int, logs: Mapping[str, Any]) -> None:
+        cpu = self._cpu()
+        info = (f"loss {fmt(logs.get('loss'), '.4f')}  acc {fmt(logs.get('accuracy'), '.4f')}"
+                f"  CPU {fmt(cpu, '.0f', '%')}")
+        self._progress.update(self._steps_task, completed=step + 1, info=info)
+
+    def epoch(self, epoch: int, row: Mapping[str, Any]) -> None:
+        info = (f"epoch {epoch + 1}: {fmt(row.get('train_s', math.nan) + row.get('val_s', 0.0), '.1f', ' s')}"
+                f"  val_acc {fmt(row.get('val_accuracy'), '.4f')}  val_auc {fmt(row.get('val_auc'), '.4f')}")
+        self._progress.update(self._epochs_task, advance=1, info=info)
+        self._progress.reset(self._steps_task, total=self._steps, info="")
+
+    def training_finished(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+def summary_table(summary: RunSummary, epochs: Any) -> Table:
+    table = Table(title=f"run {summary.run_id} ({summary.mode}, preset {summary.preset}, {summary.status})")
+    for col in ("epoch", "epoch s", "train s", "val s", "samples/s", "val acc", "val AUC"):
+        table.add_column(col, justify="right")
+    for row in epochs.itertuples(index=False):
+        table.add_row(str(row.epoch), fmt(row.epoch_s, ".1f"), fmt(row.train_s, ".1f"), fmt(row.val_s, ".1f"),
+                      fmt(row.samples_per_s, ",.0f"), fmt(row.val_accuracy, ".4f"), fmt(row.val_auc, ".4f"))
+    steady = "epoch time (1 epoch, includes warm-up)" if summary.steady_is_warmup else "steady epoch time"
+    table.caption = (
+        f"{steady} {fmt(summary.steady_epoch_s, '.1f', ' s')} · steady {fmt(summary.steady_samples_per_s, ',.0f')}"
+        f" samples/s · fit {fmt(summary.fit_s, '.1f', ' s')} · CPU mean {fmt(summary.cpu_mean, '.0f', '%')}"
+        f" p95 {fmt(summary.cpu_p95, '.0f', '%')} (100% = one core)"
+    )
+    return table

@@ -1,0 +1,43 @@
+"""`perfkit runs`: the runs under a results directory, one line each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from perfkit.cli import app
+
+
+@app.command("runs")
+def runs_command(
+    results_dir: Annotated[Path, typer.Option(help="Where run directories live.")] = Path("results"),
+) -> None:
+    """List runs with status, mode, preset, epochs and steady epoch time."""
+    from perfkit.analysis.summary import summarize
+    from perfkit.cli._render import fmt
+    from perfkit.errors import ResultsError
+    from perfkit.results import RunRecord, iter_run_dirs
+
+    table = Table(title=f"runs in {results_dir}")
+    for col in ("run id", "status", "mode", "preset", "epochs", "steady epoch s", "val acc"):
+        table.add_column(col, justify="right" if col in ("epochs", "steady epoch s", "val acc") else "left")
+    count = 0
+    for path in iter_run_dirs(results_dir):
+        count += 1
+        try:
+            s = summarize(RunRecord.load(path))
+        except ResultsError as exc:
+            table.add_row(path.name, "[red]unreadable[/red]", "", "", "", "", str(exc)[:60])
+            continue
+        status = s.status if s.status == "complete" else f"[yellow]{s.status}[/yellow]"
+        table.add_row(s.run_id, status, s.mode, s.preset, str(s.epochs), fmt(s.steady_epoch_s, ".1f"),
+                      fmt(s.val_accuracy, ".4f"))
+    console = Console()
+    if count == 0:
+        console.print(f"no runs in {results_dir}")
+        return
+    console.print(table)

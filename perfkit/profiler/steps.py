@@ -1,0 +1,139 @@
+"""Every training step and every epoch, timed from Keras callbacks.
+
+``StepLog`` is plain Python (testable without TensorFlow); ``keras_callback`` wraps it in a tf-keras
+Callback. Times are ``time.monotonic_ns()``; the wall-clock anchor taken at the same instant lets
+workers on different hosts be lined up later (wall = anchor_wall_ns + t - anchor_mono_ns).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+METRICS = ("loss", "accuracy", "auc", "precision", "recall")
+EPOCH_METRIC_COLUMNS = METRICS + tuple(f"val_{m}" for m in METRICS)
+
+
+@dataclass(frozen=True)
+class ClockAnchor:
+    wall_ns: int
+    mono_ns: int
+
+    @classmethod
+    def now(cls) -> ClockAnchor:
+        return cls(wall_ns=time.time_ns(), mono_ns=time.monotonic_ns())
+
+    def to_wall_ns(self, mono_ns: int) -> int:
+        return self.wall_ns + (mono_ns - self.mono_ns)
+
+
+class StepLog:
+    """Live step and epoch records of one process. ``samples_per_step`` is this process's batch."""
+
+    def __init__(self, samples_per_step: int, clock: Callable[[], int] = time.monotonic_ns) -> None:
+        self.samples_per_step = samples_per_step
+        self.anchor = ClockAnchor.now()
+        self._clock = clock
+        self._steps: list[tuple[int, int, int, int]] = []
+        self._epochs: list[dict[str, Any]] = []
+        self._epoch = 0
+        self._epoch_start = 0
+        self._step_start = 0
+        self._last_step_end = 0
+        self._val_start: int | None = None
+        self._val_end: int | None = None
+
+    def epoch_begin(self, epoch: int) -> None:
+        self._epoch, self._epoch_start = epoch, self._clock()
+        self._val_start = self._val_end = None
+
+    def step_begin(self) -> None:
+        self._step_start = self._clock()
+
+    def step_end(self, step: int) -> None:
+        self._last_step_end = self._clock()
+        self._steps.append((self._epoch, step, self._step_start, self._last_step_end))
+
+    def validation_begin(self) -> None:
+        self._val_start = self._clock()
+
+    def validation_end(self) -> None:
+        self._val_end = self._clock()
+
+    def epoch_end(self, epoch: int, logs: Mapping[str, Any] | None) -> dict[str, Any]:
+        end = self._clock()
+        train_end = self._last_step_end if self._last_step_end >= self._epoch_start else end
+        val_s = (self._val_end - self._val_start) / 1e9 if self._val_start and self._val_end else 0.0
+        row: dict[str, Any] = {
+            "epoch": epoch,
+            "t_start_ns": self._epoch_start,
+            "t_end_ns": end,
+            "train_s": (train_end - self._epoch_start) / 1e9,
+            "val_s": val_s,
+        }
+        logs = logs or {}
+        for name in EPOCH_METRIC_COLUMNS:
+            value = logs.get(name)
+            row[name] = float(value) if value is not None else math.nan
+        self._epochs.append(row)
+        return row
+
+    @property
+    def current_epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def steps_recorded(self) -> int:
+        return len(self._steps)
+
+    @property
+    def epochs_recorded(self) -> int:
+        return len(self._epochs)
+
+    def steps_frame(self) -> pd.DataFrame:
+        df = pd.DataFrame(self._steps, columns=["epoch", "step", "t_start_ns", "t_end_ns"])
+        df = df.astype({"epoch": "int32", "step": "int32", "t_start_ns": "int64", "t_end_ns": "int64"})
+        df["duration_s"] = (df["t_end_ns"] - df["t_start_ns"]) / 1e9
+        df["samples"] = pd.Series([self.samples_per_step] * len(df), dtype="int64")
+        return df
+
+    def epochs_frame(self) -> pd.DataFrame:
+        columns = ["epoch", "t_start_ns", "t_end_ns", "train_s", "val_s", *EPOCH_METRIC_COLUMNS]
+        df = pd.DataFrame(self._epochs, columns=columns)
+        return df.astype({"epoch": "int32", "t_start_ns": "int64", "t_end_ns": "int64"})
+
+
+def keras_callback(log: StepLog, on_step: Callable[[int, int, Mapping[str, Any]], None] | None = None,
+                   on_epoch: Callable[[int, Mapping[str, Any]], None] | None = None) -> Any:
+    """A tf-keras Callback feeding ``log``; optional hooks let a progress display follow along."""
+    from perfkit._tf import keras
+
+    class _StepRecorder(keras().callbacks.Callback):
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            log.epoch_begin(epoch)
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            log.step_begin()
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            log.step_end(batch)
+            if on_step is not None:
+                on_step(log.current_epoch, batch, logs or {})
+
+        def on_test_begin(self, logs: Any = None) -> None:
+            log.validation_begin()
+
+        def on_test_end(self, logs: Any = None) -> None:
+            log.validation_end()
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            row = log.epoch_end(epoch, logs)
+            if on_epoch is not None:
+                on_epoch(epoch, row)
+
+    return _StepRecorder()

@@ -1,0 +1,197 @@
+"""The run directory: create it, write its files atomically, load it back, list runs.
+
+Layout (see DESIGN.md): ``run.json``, ``workers/<i>/{steps,epochs}.parquet``, ``workers/<i>/worker.log``,
+``cpu.parquet``, ``system.parquet``. Every file is written to a temp file in the same directory and
+renamed into place, so a crash or Ctrl-C never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from perfkit.config import sanitize_id
+from perfkit.errors import ResultsError, UsageError
+
+SCHEMA_VERSION = 1
+STATUSES = ("running", "complete", "failed", "interrupted")
+RUN_FILE = "run.json"
+
+STEP_COLUMNS = ("epoch", "step", "t_start_ns", "t_end_ns", "duration_s", "samples")
+EPOCH_COLUMNS = ("epoch", "t_start_ns", "t_end_ns", "train_s", "val_s")
+CPU_COLUMNS = ("t_ns", "worker", "host", "pid", "role", "cpu_percent", "rss_bytes", "num_threads")
+SYSTEM_COLUMNS = ("t_ns", "core", "busy_percent")
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    text = json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
+    _atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_parquet(path: Path, df: pd.DataFrame) -> None:
+    _atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False))
+
+
+def new_run_id(mode: str, label: str | None = None, now: datetime | None = None) -> str:
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    parts = [stamp, mode] + ([sanitize_id(label, "--label")] if label else [])
+    return "-".join(parts)
+
+
+class RunDir:
+    """A run directory being written by a live run. It writes; ``RunRecord`` reads."""
+
+    def __init__(self, path: Path, meta: dict[str, Any]) -> None:
+        self.path = path
+        self._meta = dict(meta)
+
+    @staticmethod
+    def path_for(results_dir: Path, run_id: str) -> Path:
+        path = Path(results_dir) / sanitize_id(run_id)
+        if path.exists():
+            raise UsageError(f"--run-id: {path} already exists; choose another run id")
+        return path
+
+    @classmethod
+    def create(cls, results_dir: Path, run_id: str, meta: dict[str, Any]) -> RunDir:
+        path = cls.path_for(results_dir, run_id)
+        path.mkdir(parents=True)
+        full = {"schema_version": SCHEMA_VERSION, "run_id": path.name, "status": "running",
+                "started": utc_now(), "ended": None, "error": None, **meta}
+        run = cls(path, full)
+        write_json(path / RUN_FILE, full)
+        return run
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return dict(self._meta)
+
+    def update(self, **fields: Any) -> None:
+        self._meta.update(fields)
+        write_json(self.path / RUN_FILE, self._meta)
+
+    def finish(self, status: str, error: str | None = None, **fields: Any) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"unknown run status {status!r}")
+        self.update(status=status, error=error, ended=utc_now(), **fields)
+
+    def worker_dir(self, index: int) -> Path:
+        d = self.path / "workers" / str(index)
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def write_frame(self, relpath: str, df: pd.DataFrame) -> None:
+        write_parquet(self.path / relpath, df)
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    run_file = path / RUN_FILE
+    if not run_file.is_file():
+        raise ResultsError(f"{path}: not a perfkit run (no {RUN_FILE})")
+    try:
+        meta = json.loads(run_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"{run_file}: unreadable run record ({exc.__class__.__name__}: {exc})") from None
+    version = meta.get("schema_version") if isinstance(meta, dict) else None
+    if not isinstance(version, int):
+        raise ResultsError(f"{run_file}: not a perfkit run record (no integer schema_version)")
+    if version > SCHEMA_VERSION:
+        raise ResultsError(f"{run_file}: schema_version {version} is newer than this perfkit reads "
+                           f"({SCHEMA_VERSION}); upgrade perfkit")
+    return meta
+
+
+def _read_frame(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    if not path.is_file():
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        raise ResultsError(f"{path}: unreadable Parquet file ({exc.__class__.__name__})") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ResultsError(f"{path}: missing columns {', '.join(missing)}")
+    return df
+
+
+def _worker_frames(path: Path, name: str, columns: tuple[str, ...]) -> pd.DataFrame:
+    frames = []
+    for wdir in sorted((path / "workers").glob("*"), key=lambda p: (len(p.name), p.name)):
+        if wdir.name.isdigit() and (wdir / name).is_file():
+            df = _read_frame(wdir / name, columns)
+            frames.append(df.assign(worker=int(wdir.name)))
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in ("worker", *columns)})
+    return pd.concat(frames, ignore_index=True)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A frozen run loaded from disk: its run.json and its tables (workers concatenated)."""
+
+    path: Path
+    meta: dict[str, Any]
+    steps: pd.DataFrame
+    epochs: pd.DataFrame
+    cpu: pd.DataFrame
+    system: pd.DataFrame
+
+    @property
+    def run_id(self) -> str:
+        return str(self.meta.get("run_id", self.path.name))
+
+    @property
+    def status(self) -> str:
+        return str(self.meta.get("status", "unknown"))
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunRecord:
+        path = Path(path)
+        meta = _read_meta(path)
+        return cls(
+            path=path,
+            meta=meta,
+            steps=_worker_frames(path, "steps.parquet", STEP_COLUMNS),
+            epochs=_worker_frames(path, "epochs.parquet", EPOCH_COLUMNS),
+            cpu=_read_frame(path / "cpu.parquet", CPU_COLUMNS),
+            system=_read_frame(path / "system.parquet", SYSTEM_COLUMNS),
+        )
+
+
+def iter_run_dirs(results_dir: str | Path) -> Iterator[Path]:
+    """Directories under ``results_dir`` holding a run.json, oldest run id first."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        return
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and (child / RUN_FILE).is_file():
+            yield child
+
+
+def load_meta(path: str | Path) -> dict[str, Any]:
+    """Only run.json, validated: for listings that need no tables."""
+    return _read_meta(Path(path))

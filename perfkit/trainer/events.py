@@ -1,0 +1,37 @@
+"""What a run tells whoever watches it (the CLI's progress display); the trainer itself never prints."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+
+class Observer(Protocol):
+    def phase(self, text: str) -> None: ...
+
+    def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None: ...
+
+    def step(self, epoch: int, step: int, logs: Mapping[str, Any]) -> None: ...
+
+    def epoch(self, epoch: int, row: Mapping[str, Any]) -> None: ...
+
+    def training_finished(self) -> None: ...
+
+
+class NullObserver:
+    """Watches nothing: for ``--quiet`` and for library use."""
+
+    def phase(self, text: str) -> None:
+        pass
+
+    def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:
+        pass
+
+    def step(self, epoch: int, step: int, logs: Mapping[str, Any]) -> None:
+        pass
+
+    def epoch(self, epoch: int, row: Mapping[str, Any]) -> None:
+        pass
+
+    def training_finished(self) -> None:
+        pass

@@ -1,0 +1,118 @@
+"""Single mode: MirroredStrategy in this process, wrapped by the CPU sampler and the step recorder.
+
+The run directory is created only once the input data is known to be good, so a bad ``--data`` file
+leaves nothing behind; from then on whatever happens (failure, Ctrl-C) the records made so far are
+saved and run.json says how the run ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from perfkit.config import RunConfig, sanitize_id
+from perfkit.errors import PerfkitError, RunFailed, RunInterrupted
+from perfkit.machine import hostname, machine_info, versions
+from perfkit.profiler.sampler import Sampler, SamplerResult, Target
+from perfkit.profiler.steps import StepLog
+from perfkit.results import RunDir, new_run_id
+from perfkit.trainer.data import PreparedData, prepare
+from perfkit.trainer.events import NullObserver, Observer
+
+log = logging.getLogger(__name__)
+
+
+def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | None = None,
+               run_id: str | None = None) -> Path:
+    """Train once with MirroredStrategy and record it; returns the run directory."""
+    observer = observer or NullObserver()
+    results_dir = Path(results_dir)
+    rid = sanitize_id(run_id) if run_id else new_run_id(cfg.mode.value, cfg.label)
+    RunDir.path_for(results_dir, rid)  # a taken run id fails now, before minutes of data preparation
+    observer.phase("preparing data")
+    data = prepare(data_path=cfg.data_path, cache_dir=results_dir / "datasets", train_players=cfg.train_players,
+                   test_players=cfg.test_players, seed=cfg.seed, sequence_length=cfg.sequence_length)
+    host = hostname()
+    run = RunDir.create(results_dir, rid, _initial_meta(cfg, data, host))
+    sampler = Sampler(cfg.sample_interval, [Target(os.getpid(), 0, "trainer", host)])
+    steplog = StepLog(samples_per_step=cfg.batch_size)
+    run.update(workers=[_worker_meta(0, host, steplog)])
+    sampler.start()
+    status, error, raised = _train(cfg, data, run, sampler, steplog, observer)
+    _save(run, steplog, sampler.stop(), status, error)
+    if raised is not None:
+        raise raised
+    return run.path
+
+
+def _train(cfg: RunConfig, data: PreparedData, run: RunDir, sampler: Sampler, steplog: StepLog,
+           observer: Observer) -> tuple[str, str | None, PerfkitError | None]:
+    from perfkit.trainer.strategy import mirrored
+    from perfkit.trainer.worker import fit, worker_log
+
+    log_path = run.worker_dir(0) / "worker.log"
+    with worker_log(log_path):
+        try:
+            strategy, info = mirrored()
+            run.update(strategy=info.name, replicas=info.replicas, devices=list(info.devices))
+            fit(cfg, data, strategy, steplog, observer, cpu=lambda: sampler.latest().get(0),
+                on_plan=lambda plan: run.update(plan=asdict(plan)))
+            return "complete", None, None
+        except KeyboardInterrupt:
+            log.warning("interrupted by the user")
+            return "interrupted", "interrupted by the user (Ctrl-C)", RunInterrupted(
+                f"run {run.path.name} interrupted; what was recorded is kept in {run.path}")
+        except PerfkitError as exc:
+            log.error("%s", exc)
+            return "failed", str(exc), exc
+        except Exception as exc:  # noqa: BLE001 - any training failure must still save the records
+            log.exception("training failed")
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            text = f"{type(exc).__name__}: {first}"
+            return "failed", text, RunFailed(f"run {run.path.name} failed: {text} (see {log_path})")
+
+
+def _save(run: RunDir, steplog: StepLog, sampled: SamplerResult, status: str, error: str | None) -> None:
+    """Write every table that has rows, then the final run.json; one failed write does not stop the rest."""
+    tables = {
+        "workers/0/steps.parquet": steplog.steps_frame(),
+        "workers/0/epochs.parquet": steplog.epochs_frame(),
+        "cpu.parquet": sampled.cpu,
+        "system.parquet": sampled.system,
+    }
+    for relpath, df in tables.items():
+        try:
+            run.write_frame(relpath, df)
+        except Exception as exc:  # noqa: BLE001
+            log.error("could not write %s: %s", relpath, exc)
+            status, error = "failed", error or f"could not write {relpath}: {exc}"
+    run.finish(status, error, sampler=sampled.stats,
+               recorded={"steps": steplog.steps_recorded, "epochs": steplog.epochs_recorded})
+
+
+def _worker_meta(index: int, host: str, steplog: StepLog) -> dict[str, Any]:
+    return {"index": index, "host": host, "pid": os.getpid(), "role": "trainer",
+            "anchor_wall_ns": steplog.anchor.wall_ns, "anchor_mono_ns": steplog.anchor.mono_ns}
+
+
+def _initial_meta(cfg: RunConfig, data: PreparedData, host: str) -> dict[str, Any]:
+    import psutil
+
+    cores = psutil.cpu_count(logical=True) or 1
+    return {
+        "mode": cfg.mode.value,
+        "strategy": "MirroredStrategy",
+        "preset": cfg.preset,
+        "config": cfg.to_dict(),
+        "data": data.info,
+        "cluster": {
+            "hosts": [{"name": host, "address": "127.0.0.1", "cores": cores, "workers": 1}],
+            "num_workers": 1,
+            "cpu_budget": {"mechanism": "none", "note": "single process, every core of this machine"},
+        },
+        "versions": versions(),
+        "machine": machine_info(),
+    }

@@ -1,0 +1,104 @@
+"""One process's training: build the datasets and the model under a strategy and ``fit`` it.
+
+Used as-is by single mode (one process) and by each worker of a multi-worker cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfkit.config import RunConfig
+from perfkit.profiler.steps import StepLog, keras_callback
+from perfkit.trainer import dataset
+from perfkit.trainer.data import PreparedData
+from perfkit.trainer.events import Observer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Which part of the training rows this process feeds, and its share of the global batch."""
+
+    num_shards: int = 1
+    index: int = 0
+
+    def batch(self, global_batch: int) -> int:
+        return global_batch // self.num_shards
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    steps_per_epoch: int
+    local_batch: int
+    params: int
+
+
+@contextlib.contextmanager
+def worker_log(path: Path) -> Iterator[None]:
+    """Copy perfkit's and TensorFlow's Python log records of this process into ``path``."""
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    ours, tf_logger = logging.getLogger("perfkit"), logging.getLogger("tensorflow")
+    saved_level = ours.level
+    # perfkit's own INFO records go only to this file (nothing prints them); TensorFlow's logger keeps
+    # its level, since lowering it would also send its INFO lines to the terminal through its handler.
+    ours.setLevel(logging.INFO)
+    for lg in (ours, tf_logger):
+        lg.addHandler(handler)
+    try:
+        yield
+    finally:
+        for lg in (ours, tf_logger):
+            lg.removeHandler(handler)
+        ours.setLevel(saved_level)
+        handler.close()
+
+
+def fit(cfg: RunConfig, data: PreparedData, strategy: Any, steplog: StepLog, observer: Observer,
+        cpu: Callable[[], float | None], shard: Shard = Shard(), on_plan: Callable[[FitPlan], None] | None = None,
+        ) -> FitPlan:
+    """Train ``cfg.epochs`` epochs; every step and epoch lands in ``steplog`` as it happens."""
+    from perfkit.trainer.model import build_model
+
+    local_batch = shard.batch(cfg.batch_size)
+    # Steps are counted on the global batch so every worker runs the same number (MWMS requires it).
+    steps = dataset.steps_per_epoch(len(data.y_train), cfg.batch_size)
+    observer.phase("building the input pipeline and the model")
+    train = dataset.train_dataset(data.x_train, data.y_train, local_batch, cfg.seed, shard.num_shards, shard.index)
+    val = dataset.eval_dataset(data.x_test, data.y_test, local_batch)
+    with strategy.scope():
+        model = build_model(data.x_train.shape[1], data.x_train.shape[2])
+    plan = FitPlan(steps_per_epoch=steps, local_batch=local_batch, params=int(model.count_params()))
+    log.info("model %s: %d parameters; %d steps/epoch of %d samples per process", model.name, plan.params,
+             steps, local_batch)
+    if on_plan is not None:
+        on_plan(plan)
+    observer.training_started(cfg.epochs, steps, cpu)
+    recorder = keras_callback(steplog, on_step=observer.step, on_epoch=_epoch_hook(observer))
+    model.fit(
+        train,
+        epochs=cfg.epochs,
+        steps_per_epoch=steps,
+        validation_data=val,
+        class_weight=dict(cfg.class_weight),
+        callbacks=[recorder],
+        verbose=0,
+    )
+    observer.training_finished()
+    return plan
+
+
+def _epoch_hook(observer: Observer) -> Callable[[int, Any], None]:
+    def hook(epoch: int, row: Any) -> None:
+        log.info("epoch %d: %s", epoch + 1,
+                 " ".join(f"{k}={v:.4f}" for k, v in row.items() if isinstance(v, float)))
+        observer.epoch(epoch, row)
+
+    return hook

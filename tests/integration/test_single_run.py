@@ -1,0 +1,108 @@
+"""Real tiny training runs through the installed `perfkit` command, checked file by file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.integration
+
+PERFKIT = [sys.executable, "-m", "perfkit"]
+
+
+def _perfkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*PERFKIT, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _only_run(results: Path) -> Path:
+    runs = [p for p in results.iterdir() if (p / "run.json").is_file()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_single_run_records_every_step_epoch_and_cpu_sample(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    proc = _perfkit("run", "--mode", "single", "--preset", "tiny", "--results-dir", str(results),
+                    "--sample-interval", "0.2", "--label", "it")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "run directory:" in proc.stdout and "steady" in proc.stdout
+    run = _only_run(results)
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["error"] is None
+    assert meta["mode"] == "single" and meta["strategy"] == "MirroredStrategy" and meta["preset"] == "tiny"
+    assert run.name.endswith("-single-it")
+    assert meta["versions"]["tensorflow"].startswith("2.21") and meta["machine"]["logical_cores"] >= 1
+    assert meta["plan"]["params"] == 441_729
+    assert meta["sampler"]["samples"] > 0 and meta["sampler"]["overhead_pct"] < 5
+
+    steps_per_epoch = 2048 // 256
+    steps = pd.read_parquet(run / "workers/0/steps.parquet")
+    epochs = pd.read_parquet(run / "workers/0/epochs.parquet")
+    assert len(steps) == 2 * steps_per_epoch == meta["recorded"]["steps"]
+    assert steps.groupby("epoch")["step"].apply(list).tolist() == [list(range(steps_per_epoch))] * 2
+    assert (steps["duration_s"] > 0).all() and steps["samples"].eq(256).all()
+    assert steps["t_start_ns"].is_monotonic_increasing
+    assert len(epochs) == 2 and (epochs["train_s"] > 0).all() and (epochs["val_s"] > 0).all()
+    assert epochs[["loss", "accuracy", "auc", "val_loss", "val_accuracy", "val_auc"]].notna().all().all()
+
+    cpu = pd.read_parquet(run / "cpu.parquet")
+    trainer = cpu[cpu["role"] == "trainer"]
+    assert len(trainer) >= 5 and trainer["pid"].nunique() == 1
+    assert trainer["cpu_percent"].max() > 20, "training must show up as CPU use"
+    system = pd.read_parquet(run / "system.parquet")
+    assert system["core"].nunique() == os.cpu_count()
+    assert "epoch 2" in (run / "workers/0/worker.log").read_text()
+
+    listing = _perfkit("runs", "--results-dir", str(results))
+    assert listing.returncode == 0 and run.name in listing.stdout and "complete" in listing.stdout
+
+
+def test_bad_data_file_fails_in_one_line_and_creates_no_run(tmp_path: Path) -> None:
+    bad = tmp_path / "players.csv"
+    bad.write_text("player_id,day,label\n1,0,1\n")
+    results = tmp_path / "results"
+    proc = _perfkit("run", "--preset", "tiny", "--data", str(bad), "--results-dir", str(results), "--quiet")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0] and "Traceback" not in proc.stderr
+    assert not results.exists() or not list(results.glob("*/run.json"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_marks_the_run_interrupted_and_keeps_the_records(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    proc = subprocess.Popen([*PERFKIT, "run", "--preset", "tiny", "--epochs", "200", "--results-dir",
+                             str(results), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            logs = list(results.glob("*/workers/0/worker.log"))
+            if logs and "epoch 2:" in logs[0].read_text():
+                break
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            time.sleep(0.5)
+        else:
+            pytest.fail("training never reached epoch 2")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err
+    run = _only_run(results)
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "interrupted"
+    epochs = pd.read_parquet(run / "workers/0/epochs.parquet")
+    steps = pd.read_parquet(run / "workers/0/steps.parquet")
+    assert 2 <= len(epochs) < 200 and len(steps) >= 2 * 8
+    assert len(pd.read_parquet(run / "cpu.parquet")) > 0

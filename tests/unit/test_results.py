@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perfkit.errors import ResultsError, UsageError
+from perfkit.results import SCHEMA_VERSION, RunDir, RunRecord, iter_run_dirs, new_run_id, write_json
+
+
+def _steps() -> pd.DataFrame:
+    return pd.DataFrame({"epoch": [0, 0, 1], "step": [0, 1, 0], "t_start_ns": [0, 10, 20],
+                         "t_end_ns": [5, 15, 25], "duration_s": [5e-9] * 3, "samples": [8, 8, 8]})
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "r1", {"mode": "single", "preset": "tiny"})
+    assert json.loads((run.path / "run.json").read_text())["status"] == "running"
+    run.write_frame("workers/0/steps.parquet", _steps())
+    run.write_frame("cpu.parquet", pd.DataFrame({"t_ns": [1], "worker": [0], "host": ["h"], "pid": [1],
+                                                  "role": ["trainer"], "cpu_percent": [50.0],
+                                                  "rss_bytes": [1], "num_threads": [3]}))
+    run.finish("complete", sampler={"samples": 1})
+    rec = RunRecord.load(run.path)
+    assert rec.status == "complete" and rec.meta["schema_version"] == SCHEMA_VERSION
+    assert rec.meta["ended"] and rec.meta["sampler"] == {"samples": 1}
+    assert len(rec.steps) == 3 and set(rec.steps["worker"]) == {0}
+    assert rec.cpu["cpu_percent"].tolist() == [50.0]
+    assert rec.epochs.empty and rec.system.empty
+    assert not list(run.path.rglob("*.tmp")), "temp files must be renamed into place"
+
+
+def test_existing_run_id_is_refused(tmp_path: Path) -> None:
+    RunDir.create(tmp_path, "same", {})
+    with pytest.raises(UsageError, match="already exists"):
+        RunDir.create(tmp_path, "same", {})
+
+
+def test_run_id_is_sanitised_into_the_results_dir(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path / "res", "../../escape", {})
+    assert run.path.parent == tmp_path / "res" and run.path.name == "escape"
+
+
+def test_failed_write_leaves_the_old_file(tmp_path: Path) -> None:
+    target = tmp_path / "run.json"
+    write_json(target, {"a": 1})
+
+    class Unserialisable:
+        def __str__(self) -> str:
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        write_json(target, {"a": Unserialisable()})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+
+
+def test_not_a_run_and_newer_schema(tmp_path: Path) -> None:
+    with pytest.raises(ResultsError, match="not a perfkit run"):
+        RunRecord.load(tmp_path)
+    (tmp_path / "run.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION + 1}))
+    with pytest.raises(ResultsError, match="newer"):
+        RunRecord.load(tmp_path)
+    (tmp_path / "run.json").write_text("{not json")
+    with pytest.raises(ResultsError, match="unreadable"):
+        RunRecord.load(tmp_path)
+
+
+def test_damaged_parquet_names_the_file(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "r", {})
+    (run.path / "cpu.parquet").write_bytes(b"PAR1 this is not parquet")
+    with pytest.raises(ResultsError, match="cpu.parquet"):
+        RunRecord.load(run.path)
+
+
+def test_run_ids_and_listing(tmp_path: Path) -> None:
+    now = datetime(2026, 11, 30, 16, 0, 0, tzinfo=timezone.utc)
+    assert new_run_id("single", None, now) == "20261130T160000Z-single"
+    assert new_run_id("multi", "4 workers/blog", now) == "20261130T160000Z-multi-4-workers-blog"
+    RunDir.create(tmp_path, "b", {})
+    RunDir.create(tmp_path, "a", {})
+    (tmp_path / "datasets").mkdir()
+    assert [p.name for p in iter_run_dirs(tmp_path)] == ["a", "b"]

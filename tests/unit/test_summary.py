@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perfkit.analysis.summary import cpu_table, epoch_table, summarize
+from perfkit.results import RunDir, RunRecord
+
+S = 1_000_000_000
+
+
+def _make_run(tmp_path: Path, epoch_train_s: list[float], val_s: float = 1.0) -> RunRecord:
+    run = RunDir.create(tmp_path, "r", {"mode": "single", "preset": "tiny"})
+    steps, epochs, t = [], [], 0
+    for e, train_s in enumerate(epoch_train_s):
+        start = t
+        for s in range(4):  # 4 steps of 100 samples each
+            steps.append((e, s, t, t + int(train_s / 4 * S), train_s / 4, 100))
+            t += int(train_s / 4 * S)
+        t += int(val_s * S)
+        epochs.append({"epoch": e, "t_start_ns": start, "t_end_ns": t, "train_s": train_s, "val_s": val_s,
+                       "val_accuracy": 0.9 + e / 100, "val_auc": 0.95})
+    run.write_frame("workers/0/steps.parquet", pd.DataFrame(
+        steps, columns=["epoch", "step", "t_start_ns", "t_end_ns", "duration_s", "samples"]))
+    run.write_frame("workers/0/epochs.parquet", pd.DataFrame(epochs))
+    ticks = range(0, t + 1, S // 2)
+    cpu = pd.DataFrame({"t_ns": list(ticks) * 2, "worker": 0, "host": "h",
+                        "pid": [1] * len(ticks) + [2] * len(ticks),
+                        "role": ["trainer"] * len(ticks) + ["trainer-child"] * len(ticks),
+                        "cpu_percent": [150.0] * len(ticks) + [50.0] * len(ticks),
+                        "rss_bytes": 10, "num_threads": 4})
+    cpu.loc[len(cpu)] = [t + 10 * S, 0, "h", 1, "trainer", 999.0, 10, 4]  # after training: excluded
+    run.write_frame("cpu.parquet", cpu)
+    run.finish("complete")
+    return RunRecord.load(run.path)
+
+
+def test_steady_epoch_is_median_after_the_first(tmp_path: Path) -> None:
+    rec = _make_run(tmp_path, [10.0, 4.0, 6.0, 5.0])
+    s = summarize(rec)
+    assert s.steady_epoch_s == pytest.approx(6.0)  # median of 5, 7, 6 (train + 1 s validation)
+    assert not s.steady_is_warmup and s.epochs == 4
+    # 400 samples per epoch; rates 100, 66.7, 80 after the first -> median 80
+    assert s.steady_samples_per_s == pytest.approx(80.0)
+    assert s.fit_s == pytest.approx(10 + 4 + 6 + 5 + 4 * 1.0)
+    assert s.val_accuracy == pytest.approx(0.93) and s.val_auc == pytest.approx(0.95)
+
+
+def test_cpu_sums_a_workers_processes_per_tick_within_training(tmp_path: Path) -> None:
+    rec = _make_run(tmp_path, [2.0, 2.0])
+    table = cpu_table(rec)
+    assert table["cpu_mean"].tolist() == [pytest.approx(200.0)]
+    assert table["cpu_p95"].tolist() == [pytest.approx(200.0)]
+    assert summarize(rec).cpu_mean == pytest.approx(200.0)
+
+
+def test_one_epoch_is_flagged_as_warmup(tmp_path: Path) -> None:
+    s = summarize(_make_run(tmp_path, [3.0]))
+    assert s.steady_is_warmup and s.steady_epoch_s == pytest.approx(4.0)
+
+
+def test_empty_run_gives_nan_not_numbers(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "empty", {"mode": "single"})
+    run.finish("failed", "boom")
+    rec = RunRecord.load(run.path)
+    s = summarize(rec)
+    assert s.status == "failed" and s.epochs == 0
+    assert math.isnan(s.steady_epoch_s) and math.isnan(s.cpu_mean)
+    assert epoch_table(rec).empty and cpu_table(rec).empty
