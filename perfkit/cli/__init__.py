@@ -29,23 +29,20 @@ def _register() -> None:
 def main(argv: list[str] | None = None) -> int:
     _register()
     try:
-        app(args=argv, prog_name="perfkit", standalone_mode=False)
+        result = app(args=argv, prog_name="perfkit", standalone_mode=False)
     except PerfkitError as exc:
         print(f"perfkit: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):
         print("perfkit: interrupted", file=sys.stderr)
         return 130
-    except SystemExit as exc:  # typer/click exits for --help and usage errors
-        return int(exc.code or 0) if isinstance(exc.code, int) or exc.code is None else 2
-    except Exception as exc:  # noqa: BLE001 - click's own usage errors arrive here
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
-            print("perfkit: aborted", file=sys.stderr)
-            return 130
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except Exception as exc:
+        # Usage errors of the CLI parser (click's, vendored or not by typer): it prints them itself.
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            return code
         raise
-    return 0
+    return result if isinstance(result, int) else 0

@@ -60,6 +60,8 @@ class ProgressObserver:
         self._progress.reset(self._steps_task, total=self._steps, info="")
 
     def training_finished(self) -> None:
+        if self._steps_task is not None:
+            self._progress.update(self._steps_task, visible=False)
         self.close()
 
     def close(self) -> None:

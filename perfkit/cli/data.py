@@ -1,0 +1,90 @@
+"""``perfkit data generate|check``: make the synthetic dataset, or validate a user's table."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import numpy as np
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from perfkit.cli import app
+from perfkit.config import get_preset
+from perfkit.errors import UsageError
+from perfkit.trainer.data import FEATURES, ID_COL, LABEL_COL, dataset_cache_path, load_table, write_table
+from perfkit.trainer.synth import generate
+
+data_app = typer.Typer(
+    help="Generate the synthetic bot-detection dataset, or check a table of your own.",
+    no_args_is_help=True,
+)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("generate")
+def generate_cmd(
+    preset: Annotated[str, typer.Option(help="Size preset: tiny, quick or blog (train + test players).")] = "quick",
+    players: Annotated[Optional[int], typer.Option(help="Number of players; overrides the preset.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Random seed; default: the preset's.")] = None,
+    sequence_length: Annotated[
+        Optional[int], typer.Option("--sequence-length", help="Days per player; default: the preset's.")
+    ] = None,
+    out: Annotated[
+        Optional[Path], typer.Option(help="Output .parquet or .csv; default: <results-dir>/datasets/<cache name>.")
+    ] = None,
+    results_dir: Annotated[Path, typer.Option("--results-dir", help="Where results live.")] = Path("results"),
+) -> None:
+    """Generate the synthetic dataset and write it atomically (the same file a run would cache)."""
+    p = get_preset(preset)
+    n = p.train_players + p.test_players if players is None else players
+    length = p.sequence_length if sequence_length is None else sequence_length
+    seed = p.seed if seed is None else seed
+    if n < 2:
+        raise UsageError("--players: must be at least 2 (one to train on, one to test)")
+    if length < 1:
+        raise UsageError("--sequence-length: must be at least 1")
+    path = out if out is not None else dataset_cache_path(results_dir / "datasets", n, seed, length)
+    start = time.perf_counter()
+    df = generate(n, seed, length)
+    write_table(df, path)
+    seconds = time.perf_counter() - start
+    share = float(df[LABEL_COL].to_numpy()[::length].mean())
+    typer.echo(f"wrote {path}")
+    typer.echo(f"  {len(df):,} rows, {n:,} players x {length} days, bot share {share:.1%}, seed {seed}, {seconds:.1f} s")
+
+
+def _summary_table(df: pd.DataFrame) -> Table:
+    means = df.groupby(LABEL_COL, sort=True)[list(FEATURES)].mean()
+    table = Table(title="per-day feature means", title_justify="left")
+    table.add_column("feature")
+    for name in ("humans", "bots"):
+        table.add_column(name, justify="right")
+    for feature in FEATURES:
+        cells = [f"{means.at[k, feature]:,.2f}" if k in means.index else "-" for k in (0, 1)]
+        table.add_row(feature, *cells)
+    return table
+
+
+@data_app.command("check")
+def check_cmd(
+    path: Annotated[Path, typer.Argument(help="A .parquet or .csv table in perfkit's long form.")],
+    sequence_length: Annotated[int, typer.Option("--sequence-length", help="Days per player.")] = 7,
+) -> None:
+    """Validate a table; print a summary, or fail with one line saying what is wrong."""
+    if sequence_length < 1:
+        raise UsageError("--sequence-length: must be at least 1")
+    df = load_table(path, sequence_length)
+    labels = df[LABEL_COL].to_numpy()[::sequence_length]
+    players = int(df[ID_COL].nunique())
+    console = Console()
+    console.print(
+        f"{path}: OK. {players:,} players x {sequence_length} days = {len(df):,} rows; "
+        f"{int(labels.sum()):,} bots ({float(np.mean(labels)):.1%}), {players - int(labels.sum()):,} humans; "
+        f"{len(FEATURES)} features.",
+        soft_wrap=True,
+    )
+    console.print(_summary_table(df))
