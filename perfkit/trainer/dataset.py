@@ -1,65 +1,69 @@
-"""tf.data pipelines over in-memory arrays.
+"""tf.data input for every strategy: one input pipeline per worker, each reading only its own shard.
 
-Batches are gathered by index (shuffle a range, batch the indices, ``tf.gather`` the rows) instead of
-shuffling and batching 716k single elements: one vectorised gather per step costs a fraction of the
-per-element work. ``repeat()`` with ``steps_per_epoch`` keeps one iterator for the whole fit, which
-avoids rebuilding the pipeline at every epoch start.
+Keras gets a ``DatasetCreator``: the strategy calls the function once per input pipeline with an
+``InputContext`` saying which shard this worker reads and its per-replica batch. That is how each worker
+of a multi-worker cluster feeds only its own rows (AUTO/DATA sharding would make every worker run the
+whole pipeline and drop most of it), and single mode goes through exactly the same code.
+
+Batches are gathered by index (shuffle a range, batch the indices, ``tf.gather`` the rows) rather than
+shuffling and batching 716k single elements; ``repeat()`` with ``steps_per_epoch`` keeps one iterator for
+the whole fit instead of rebuilding it at every epoch start. Class weights become per-sample weights
+inside the pipeline, which is what Keras' ``class_weight`` does, and works under every strategy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from perfkit._tf import tf
+from perfkit._tf import keras, tf
 from perfkit.errors import UsageError
 
 
-def steps_per_epoch(n_samples: int, global_batch: int) -> int:
+def steps_per_epoch(n_samples: int, global_batch: int, what: str = "training") -> int:
     steps = n_samples // global_batch
     if steps < 1:
-        raise UsageError(f"--batch-size: {global_batch} is larger than the {n_samples} training samples")
+        raise UsageError(f"--batch-size: {global_batch} is larger than the {n_samples} {what} samples")
     return steps
 
 
-def _no_auto_shard(ds: Any) -> Any:
-    # Each worker shards explicitly below; AUTO/DATA sharding would make every worker run the whole
-    # pipeline and drop most of it.
-    t = tf()
-    options = t.data.Options()
-    options.experimental_distribute.auto_shard_policy = t.data.experimental.AutoShardPolicy.OFF
-    return ds.with_options(options)
+def _pipeline(x: np.ndarray, y: np.ndarray, global_batch: int, seed: int | None,
+              class_weight: Mapping[int, float] | None) -> Callable[[Any], Any]:
+    def make(ctx: Any) -> Any:
+        t = tf()
+        xs = t.constant(x)
+        ys = t.constant(y.astype(np.float32).reshape(-1, 1))
+        idx = t.data.Dataset.range(int(x.shape[0]))
+        if ctx.num_input_pipelines > 1:
+            idx = idx.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        if seed is not None:
+            idx = idx.shuffle(-(-int(x.shape[0]) // ctx.num_input_pipelines), seed=seed + ctx.input_pipeline_id,
+                              reshuffle_each_iteration=True)
+        batch = ctx.get_per_replica_batch_size(global_batch)
+        ds = idx.repeat().batch(batch, drop_remainder=True)
+        if class_weight is None:
+            ds = ds.map(lambda i: (t.gather(xs, i), t.gather(ys, i)), num_parallel_calls=t.data.AUTOTUNE)
+        else:
+            w0, w1 = float(class_weight[0]), float(class_weight[1])
+
+            def rows(i: Any) -> Any:
+                yb = t.gather(ys, i)
+                return t.gather(xs, i), yb, t.where(yb[:, 0] > 0.5, w1, w0)
+
+            ds = ds.map(rows, num_parallel_calls=t.data.AUTOTUNE)
+        return ds.prefetch(t.data.AUTOTUNE)
+
+    return make
 
 
-def train_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int,
-                  num_shards: int = 1, shard_index: int = 0) -> Any:
-    """An endless, reshuffled-every-epoch dataset of ``batch_size`` rows from this shard's rows."""
-    t = tf()
-    xs, ys = t.constant(x), t.constant(y.astype(np.float32).reshape(-1, 1))
-    n = int(x.shape[0])
-    idx = t.data.Dataset.range(n)
-    if num_shards > 1:
-        idx = idx.shard(num_shards, shard_index)
-    n_shard = len(range(shard_index, n, num_shards))
-    ds = (
-        idx.shuffle(n_shard, seed=seed, reshuffle_each_iteration=True)
-        .repeat()
-        .batch(batch_size, drop_remainder=True)
-        .map(lambda i: (t.gather(xs, i), t.gather(ys, i)), num_parallel_calls=t.data.AUTOTUNE)
-        .prefetch(t.data.AUTOTUNE)
-    )
-    return _no_auto_shard(ds)
+def train_input(x: np.ndarray, y: np.ndarray, global_batch: int, seed: int,
+                class_weight: Mapping[int, float]) -> Any:
+    """Endless, reshuffled-every-epoch, class-weighted training batches, one shard per worker."""
+    return keras().utils.experimental.DatasetCreator(_pipeline(x, y, global_batch, seed, class_weight))
 
 
-def eval_dataset(x: np.ndarray, y: np.ndarray, batch_size: int) -> Any:
-    """One ordered pass over the evaluation rows, last partial batch kept."""
-    t = tf()
-    xs, ys = t.constant(x), t.constant(y.astype(np.float32).reshape(-1, 1))
-    ds = (
-        t.data.Dataset.range(int(x.shape[0]))
-        .batch(batch_size)
-        .map(lambda i: (t.gather(xs, i), t.gather(ys, i)), num_parallel_calls=t.data.AUTOTUNE)
-        .prefetch(t.data.AUTOTUNE)
-    )
-    return _no_auto_shard(ds)
+def eval_input(x: np.ndarray, y: np.ndarray, global_batch: int) -> Any:
+    """Validation batches in order, sharded like training; run for ``steps_per_epoch(len(x), batch)`` steps."""
+    return keras().utils.experimental.DatasetCreator(_pipeline(x, y, global_batch, None, None))

@@ -22,19 +22,9 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Shard:
-    """Which part of the training rows this process feeds, and its share of the global batch."""
-
-    num_shards: int = 1
-    index: int = 0
-
-    def batch(self, global_batch: int) -> int:
-        return global_batch // self.num_shards
-
-
-@dataclass(frozen=True)
 class FitPlan:
     steps_per_epoch: int
+    validation_steps: int  # whole global batches: the last partial one is left out on every worker
     local_batch: int
     params: int
 
@@ -62,20 +52,22 @@ def worker_log(path: Path) -> Iterator[None]:
 
 
 def fit(cfg: RunConfig, data: PreparedData, strategy: Any, steplog: StepLog, observer: Observer,
-        cpu: Callable[[], float | None], shard: Shard = Shard(), on_plan: Callable[[FitPlan], None] | None = None,
+        cpu: Callable[[], float | None], num_workers: int = 1, on_plan: Callable[[FitPlan], None] | None = None,
         ) -> FitPlan:
     """Train ``cfg.epochs`` epochs; every step and epoch lands in ``steplog`` as it happens."""
     from perfkit.trainer.model import build_model
 
-    local_batch = shard.batch(cfg.batch_size)
+    local_batch = cfg.batch_size // num_workers
     # Steps are counted on the global batch so every worker runs the same number (MWMS requires it).
     steps = dataset.steps_per_epoch(len(data.y_train), cfg.batch_size)
+    val_steps = dataset.steps_per_epoch(len(data.y_test), cfg.batch_size, "validation")
     observer.phase("building the input pipeline and the model")
-    train = dataset.train_dataset(data.x_train, data.y_train, local_batch, cfg.seed, shard.num_shards, shard.index)
-    val = dataset.eval_dataset(data.x_test, data.y_test, local_batch)
+    train = dataset.train_input(data.x_train, data.y_train, cfg.batch_size, cfg.seed, cfg.class_weight)
+    val = dataset.eval_input(data.x_test, data.y_test, cfg.batch_size)
     with strategy.scope():
         model = build_model(data.x_train.shape[1], data.x_train.shape[2])
-    plan = FitPlan(steps_per_epoch=steps, local_batch=local_batch, params=int(model.count_params()))
+    plan = FitPlan(steps_per_epoch=steps, validation_steps=val_steps, local_batch=local_batch,
+                   params=int(model.count_params()))
     log.info("model %s: %d parameters; %d steps/epoch of %d samples per process", model.name, plan.params,
              steps, local_batch)
     if on_plan is not None:
@@ -87,7 +79,7 @@ def fit(cfg: RunConfig, data: PreparedData, strategy: Any, steplog: StepLog, obs
         epochs=cfg.epochs,
         steps_per_epoch=steps,
         validation_data=val,
-        class_weight=dict(cfg.class_weight),
+        validation_steps=val_steps,
         callbacks=[recorder],
         verbose=0,
     )
