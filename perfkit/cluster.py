@@ -93,8 +93,15 @@ class ClusterSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source,
                 "hosts": [{"name": h.name, "address": h.address, "cores": h.cores, "workers": h.workers,
-                           "base_port": h.base_port} for h in self.hosts],
+                           "base_port": h.base_port, "picked_ports": list(h.picked_ports)} for h in self.hosts],
                 "workers": [{"index": w.index, "host": w.host, "endpoint": w.endpoint} for w in self.workers]}
+
+
+def cluster_from_dict(d: dict[str, Any]) -> ClusterSpec:
+    """Inverse of ``ClusterSpec.to_dict``."""
+    hosts = tuple(HostSpec(h["name"], h["address"], float(h["cores"]), int(h["workers"]), int(h["base_port"]),
+                           tuple(h.get("picked_ports", ()))) for h in d["hosts"])
+    return ClusterSpec(hosts, source=d.get("source"))
 
 
 def is_loopback(address: str) -> bool:

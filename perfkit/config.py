@@ -112,6 +112,14 @@ class RunConfig:
     def test_share(self) -> float:
         return self.test_players / (self.train_players + self.test_players)
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        """Inverse of ``to_dict`` (a worker process reads its config from the launch file)."""
+        fields = dict(d)
+        fields["mode"] = Mode(fields["mode"])
+        fields["class_weight"] = {int(k): float(v) for k, v in fields["class_weight"].items()}
+        return cls(**fields)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["mode"] = self.mode.value

@@ -17,7 +17,8 @@ _CW_DEFAULT = ",".join(f"{k}:{v:g}" for k, v in DEFAULT_CLASS_WEIGHT.items())
 
 @app.command("run")
 def run_command(
-    mode: Annotated[Mode, typer.Option(help="single: MirroredStrategy in one process.")] = Mode.single,
+    mode: Annotated[Mode, typer.Option(help="single: MirroredStrategy in one process; multi: "
+                                       "MultiWorkerMirroredStrategy over worker processes.")] = Mode.single,
     preset: Annotated[str, typer.Option(help=f"Workload size: {', '.join(PRESETS)}.")] = "quick",
     epochs: Annotated[Optional[int], typer.Option(help="Override the preset's epochs.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Global batch (article: 1024).")] = None,
@@ -31,11 +32,20 @@ def run_command(
     run_id: Annotated[Optional[str], typer.Option(help="Run id (default: <UTC time>-<mode>[-<label>]).")] = None,
     label: Annotated[Optional[str], typer.Option(help="Appended to the generated run id.")] = None,
     sample_interval: Annotated[float, typer.Option(help="Seconds between CPU samples.")] = 0.5,
+    workers: Annotated[Optional[int], typer.Option(help="multi: N workers on this machine (127.0.0.1).")] = None,
+    cluster: Annotated[Optional[Path], typer.Option(help="multi: cluster file (TOML: hosts with name, address, "
+                                                    "cores, workers, base_port).")] = None,
+    host: Annotated[Optional[str], typer.Option(help="multi: start only this host's workers of --cluster.")] = None,
+    task_index: Annotated[Optional[int], typer.Option(help="multi: start only this worker of --cluster.")] = None,
+    emulate: Annotated[bool, typer.Option("--emulate", help="multi: emulate --cluster's hosts on this machine "
+                                          "with their CPU budgets (automatic when every address is local).")] = False,
+    pin: Annotated[bool, typer.Option("--pin/--no-pin", help="multi: pin workers to cores and cap TF threads.")] = True,
+    connect_timeout: Annotated[float, typer.Option(help="multi: seconds for the cluster to form.")] = 120.0,
+    max_restarts: Annotated[int, typer.Option(help="multi: restart the cluster up to K times after a worker "
+                                              "dies; training resumes from the last completed epoch.")] = 0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary; print only the run directory.")] = False,
 ) -> None:
     """Train the bot-player LSTM once and record steps, epochs and CPU% under RESULTS_DIR/<run-id>."""
-    if mode is Mode.multi:
-        raise UsageError("--mode multi: multi-worker runs are not available in this version yet; use --mode single")
     cfg = RunConfig.from_preset(
         mode, preset, epochs=epochs, batch_size=batch_size, train_players=train_players, test_players=test_players,
         sequence_length=sequence_length, seed=seed, class_weight=parse_class_weight(class_weight),
@@ -43,10 +53,17 @@ def run_command(
     )
     console = Console(stderr=False, quiet=quiet)
     observer = _observer(console, quiet)
-    from perfkit.trainer.single import run_single
-
     try:
-        path = run_single(cfg, results_dir, observer, run_id=run_id)
+        if mode is Mode.multi:
+            from perfkit.trainer.multi import run_multi
+
+            opts = _multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts)
+            path = run_multi(cfg, opts, results_dir, observer, run_id=run_id)
+        else:
+            _no_multi_flags(workers=workers, cluster=cluster, host=host, task_index=task_index)
+            from perfkit.trainer.single import run_single
+
+            path = run_single(cfg, results_dir, observer, run_id=run_id)
     finally:
         if hasattr(observer, "close"):
             observer.close()
@@ -54,6 +71,35 @@ def run_command(
         typer.echo(str(path))  # scripts get the run directory and nothing else
     else:
         _print_summary(console, path)
+
+
+def _no_multi_flags(**given: object) -> None:
+    used = [name for name, value in given.items() if value is not None]
+    if used:
+        raise UsageError(f"--{used[0].replace('_', '-')}: only with --mode multi")
+
+
+def _multi_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
+                   emulate: bool, pin: bool, connect_timeout: float, max_restarts: int):  # type: ignore[no-untyped-def]
+    from perfkit.cluster import load_cluster, local_cluster
+    from perfkit.trainer.cpubudget import available_cores
+    from perfkit.trainer.multi import MultiOptions, select_local
+
+    if (workers is None) == (cluster is None):
+        raise UsageError("--mode multi: give either --workers N or --cluster FILE")
+    if connect_timeout <= 0:
+        raise UsageError("--connect-timeout: must be > 0 seconds")
+    if max_restarts < 0:
+        raise UsageError("--max-restarts: must be >= 0")
+    if cluster is None:
+        if host is not None or task_index is not None or emulate:
+            raise UsageError("--host/--task-index/--emulate: only with --cluster FILE")
+        spec = local_cluster(int(workers or 0), float(len(available_cores())))
+        return MultiOptions(spec, tuple(range(spec.num_workers)), None, False, pin, connect_timeout, max_restarts)
+    spec = load_cluster(cluster)
+    local, part = select_local(spec, host, task_index)
+    emulated = emulate or (part is None and spec.is_local())
+    return MultiOptions(spec, local, part, emulated, pin, connect_timeout, max_restarts)
 
 
 def _observer(console: Console, quiet: bool):  # type: ignore[no-untyped-def]

@@ -53,7 +53,7 @@ def worker_log(path: Path) -> Iterator[None]:
 
 def fit(cfg: RunConfig, data: PreparedData, strategy: Any, steplog: StepLog, observer: Observer,
         cpu: Callable[[], float | None], num_workers: int = 1, on_plan: Callable[[FitPlan], None] | None = None,
-        ) -> FitPlan:
+        backup_dir: Path | None = None) -> FitPlan:
     """Train ``cfg.epochs`` epochs; every step and epoch lands in ``steplog`` as it happens."""
     from perfkit.trainer.model import build_model
 
@@ -73,14 +73,19 @@ def fit(cfg: RunConfig, data: PreparedData, strategy: Any, steplog: StepLog, obs
     if on_plan is not None:
         on_plan(plan)
     observer.training_started(cfg.epochs, steps, cpu)
-    recorder = keras_callback(steplog, on_step=observer.step, on_epoch=_epoch_hook(observer))
+    callbacks = [keras_callback(steplog, on_step=observer.step, on_epoch=_epoch_hook(observer))]
+    if backup_dir is not None:
+        from perfkit._tf import keras
+
+        # A restarted cluster resumes from the last completed epoch instead of starting over.
+        callbacks.append(keras().callbacks.BackupAndRestore(str(backup_dir)))
     model.fit(
         train,
         epochs=cfg.epochs,
         steps_per_epoch=steps,
         validation_data=val,
         validation_steps=val_steps,
-        callbacks=[recorder],
+        callbacks=callbacks,
         verbose=0,
     )
     observer.training_finished()

@@ -1,0 +1,237 @@
+"""Multi mode: start this machine's workers of a cluster, watch them, and never hang silently.
+
+The launcher starts one ``perfkit.trainer.worker_main`` process per local worker (its own session, so
+the launcher alone decides when they stop), samples their CPU, follows their status files, and:
+- fails with the names of the workers that never joined when the cluster does not form in time;
+- notices a dead worker within a second, stops the others (SIGTERM, then SIGKILL: TF's preemption
+  handler swallows SIGTERM) and records which worker died, how, and its last log lines;
+- with ``max_restarts``, restarts the whole cluster and lets BackupAndRestore resume the last epoch;
+- on Ctrl-C, stops every worker and marks the run ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfkit.cluster import ClusterSpec
+from perfkit.errors import RunFailed, RunInterrupted
+from perfkit.profiler.sampler import Sampler, Target
+from perfkit.results import RunDir, write_json
+from perfkit.trainer.cpubudget import CpuQuota, Placement
+from perfkit.trainer.events import Observer
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.25
+STOP_GRACE_S = 3.0
+
+
+@dataclass
+class Worker:
+    placement: Placement
+    proc: subprocess.Popen[bytes] | None = None
+    status: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def index(self) -> int:
+        return self.placement.index
+
+
+@dataclass(frozen=True)
+class Failure:
+    status: str  # failed | interrupted
+    message: str
+    details: dict[str, Any]
+
+
+class Launcher:
+    def __init__(self, run: RunDir, cluster: ClusterSpec, placements: list[Placement], quota: CpuQuota,
+                 sampler: Sampler, observer: Observer, connect_timeout: float) -> None:
+        self.run, self.cluster, self.quota = run, cluster, quota
+        self.sampler, self.observer, self.connect_timeout = sampler, observer, connect_timeout
+        self.workers = [Worker(p) for p in placements]
+        self._shown: dict[int, str] = {}
+        self._progress_started = False
+        self._epochs_shown = 0
+
+    # -- one attempt -------------------------------------------------------------------------------
+    def start(self) -> None:
+        for w in self.workers:
+            wdir = self.run.worker_dir(w.index)
+            (wdir / "status.json").unlink(missing_ok=True)
+            with open(wdir / "worker.log", "ab") as out:
+                w.proc = subprocess.Popen(
+                    [sys.executable, "-m", "perfkit.trainer.worker_main", str(self.run.path), str(w.index)],
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                    env=_worker_env())
+            try:
+                self.quota.add(w.placement.host, w.proc.pid)
+            except OSError as exc:
+                log.warning("could not put worker %d into its cgroup: %s", w.index, exc)
+            self.sampler.watch(Target(w.proc.pid, w.index, "worker", w.placement.host))
+            w.status = {}
+
+    def wait(self) -> Failure | None:
+        """Until every worker exited 0 (None) or something went wrong (the Failure)."""
+        deadline = time.monotonic() + self.connect_timeout + 30.0  # workers time out first, themselves
+        while True:
+            self._read_statuses()
+            failure = self._dead_worker()
+            if failure is not None:
+                return failure
+            if all(w.proc is not None and w.proc.poll() == 0 for w in self.workers):
+                return None
+            if deadline and all(w.status.get("state") in ("joined", "training", "done") for w in self.workers):
+                deadline = 0.0
+            if deadline and time.monotonic() > deadline:
+                missing = [w for w in self.workers if w.status.get("state") not in ("joined", "training", "done")]
+                return Failure("failed", "the cluster did not form within the connect timeout; not joined: "
+                               + ", ".join(self._name(w) for w in missing), {"missing": [w.index for w in missing]})
+            time.sleep(POLL_S)
+
+    def stop(self, grace: float = STOP_GRACE_S) -> None:
+        """Stop every worker still running: SIGTERM, then SIGKILL after ``grace``; reap them all."""
+        running = [w.proc for w in self.workers if w.proc is not None and w.proc.poll() is None]
+        for proc in running:
+            _signal(proc, signal.SIGTERM)
+        end = time.monotonic() + grace
+        for proc in running:
+            try:
+                proc.wait(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal(proc, signal.SIGKILL)
+                proc.wait(timeout=30)
+
+    def interrupt(self) -> None:
+        # SIGINT first: a worker turns it into KeyboardInterrupt and saves what it recorded.
+        for w in self.workers:
+            if w.proc is not None and w.proc.poll() is None:
+                _signal(w.proc, signal.SIGINT)
+        self.stop(grace=STOP_GRACE_S + 2)
+
+    # -- observation ---------------------------------------------------------------------------------
+    def _read_statuses(self) -> None:
+        for w in self.workers:
+            try:
+                w.status = json.loads((self.run.worker_dir(w.index) / "status.json").read_text())
+            except (OSError, ValueError):
+                continue  # not written yet, or being replaced this instant
+            state = str(w.status.get("state"))
+            if self._shown.get(w.index) != state:
+                self._shown[w.index] = state
+                self.observer.phase(f"worker {self._name(w)}: {state}")
+        self._report_progress()
+
+    def _report_progress(self) -> None:
+        lead = self.workers[0].status
+        if not self._progress_started and lead.get("state") == "training":
+            self._progress_started = True
+            self.observer.training_started(int(lead["epochs"]), int(lead["steps_per_epoch"]), self._total_cpu)
+        if not self._progress_started:
+            return
+        done = int(lead.get("epochs_done", 0))
+        while self._epochs_shown < done and lead.get("last_epoch"):
+            self._epochs_shown += 1
+            self.observer.epoch(self._epochs_shown - 1, lead["last_epoch"])
+        if "step" in lead:
+            self.observer.step(int(lead.get("epoch", 0)), int(lead["step"]), lead)
+
+    def _total_cpu(self) -> float | None:
+        latest = self.sampler.latest()
+        values = [v for k, v in latest.items() if k >= 0]
+        return sum(values) if values else None
+
+    def _dead_worker(self) -> Failure | None:
+        for w in self.workers:
+            code = w.proc.poll() if w.proc is not None else None
+            if code is None or code == 0:
+                continue
+            error = w.status.get("error") or _exit_text(code)
+            details = {"worker": w.index, "host": w.placement.host, "pid": w.proc.pid if w.proc else None,
+                       "exit_code": code, "signal": signal.Signals(-code).name if code < 0 else None,
+                       "state": w.status.get("state"), "last_log_lines": self._tail(w.index)}
+            return Failure("failed", f"worker {self._name(w)} {_exit_text(code)}: {error}", details)
+        return None
+
+    def _tail(self, index: int, lines: int = 15) -> list[str]:
+        try:
+            text = (self.run.worker_dir(index) / "worker.log").read_bytes()[-20000:].decode("utf-8", "replace")
+        except OSError:
+            return []
+        return [ln for ln in text.splitlines() if ln.strip()][-lines:]
+
+    def _name(self, w: Worker) -> str:
+        spec = self.cluster.workers[w.index]
+        return f"{w.index} ({spec.host} {spec.endpoint})"
+
+    def worker_records(self) -> list[dict[str, Any]]:
+        return [{"index": w.index, "host": w.placement.host, "pid": w.proc.pid if w.proc else None,
+                 "role": "worker", "endpoint": self.cluster.workers[w.index].endpoint,
+                 "cores": w.placement.cores, "threads": w.placement.threads,
+                 "anchor_wall_ns": w.status.get("anchor_wall_ns"), "anchor_mono_ns": w.status.get("anchor_mono_ns"),
+                 "exit_code": w.proc.returncode if w.proc else None, "state": w.status.get("state")}
+                for w in self.workers]
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)  # each worker sets its own
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # the worker log keeps TF's warnings
+    return env
+
+
+def _signal(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    try:
+        proc.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+def supervise(launcher: Launcher, max_restarts: int, write_launch: Any) -> tuple[Failure | None, list[dict[str, Any]]]:
+    """Run attempts until success, a failure with no restarts left, or Ctrl-C."""
+    restarts: list[dict[str, Any]] = []
+    attempt = 0
+    while True:
+        write_launch(attempt)
+        launcher.start()
+        try:
+            failure = launcher.wait()
+        except KeyboardInterrupt:
+            launcher.interrupt()
+            return Failure("interrupted", "interrupted by the user (Ctrl-C)", {}), restarts
+        if failure is None:
+            return None, restarts
+        launcher.stop()
+        if attempt >= max_restarts or "missing" in failure.details:
+            return failure, restarts
+        attempt += 1
+        restarts.append({"attempt": attempt, "after": failure.message, "t_wall_ns": time.time_ns()})
+        launcher.observer.phase(f"restarting the cluster (restart {attempt} of {max_restarts}): {failure.message}")
+
+
+def raise_for(failure: Failure | None, run: RunDir) -> None:
+    if failure is None:
+        return
+    if failure.status == "interrupted":
+        raise RunInterrupted(f"run {run.path.name} interrupted; what was recorded is kept in {run.path}")
+    raise RunFailed(f"run {run.path.name} failed: {failure.message} (logs in {run.path / 'workers'})")
+
+
+def write_launch_file(run: RunDir, payload: dict[str, Any]) -> None:
+    write_json(run.path / "launch.json", payload)

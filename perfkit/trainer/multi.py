@@ -1,0 +1,146 @@
+"""Multi mode entry: check everything before starting, lay out the run, launch, record how it ended.
+
+Three uses, one code path: ``--workers N`` (a local cluster on 127.0.0.1), ``--cluster FILE`` with
+every address local or ``--emulate`` (unequal hosts emulated with CPU budgets), and ``--cluster FILE
+--host NAME`` / ``--task-index I`` on each real host, all with the same ``--run-id``. A host's part of a
+run lands in ``<run-id>--<host>`` so parts copied from several hosts sit side by side.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfkit.cluster import ClusterSpec, check_ports_free
+from perfkit.config import RunConfig, sanitize_id
+from perfkit.errors import UsageError
+from perfkit.machine import hostname, machine_info, versions
+from perfkit.profiler.sampler import Sampler, Target
+from perfkit.results import RunDir, new_run_id
+from perfkit.trainer import cpubudget
+from perfkit.trainer.events import NullObserver, Observer
+from perfkit.trainer.launcher import Launcher, raise_for, supervise, write_launch_file
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MultiOptions:
+    cluster: ClusterSpec
+    local_workers: tuple[int, ...]  # indices started on this machine
+    part: str | None = None  # host name (or w<i>) when this machine runs only part of the cluster
+    emulate: bool = False
+    pin: bool = True
+    connect_timeout: float = 120.0
+    max_restarts: int = 0
+
+
+def select_local(cluster: ClusterSpec, host: str | None, task_index: int | None) -> tuple[tuple[int, ...], str | None]:
+    if host is not None and task_index is not None:
+        raise UsageError("--host and --task-index: give one of them, not both")
+    if task_index is not None:
+        if not 0 <= task_index < cluster.num_workers:
+            raise UsageError(f"--task-index: {task_index} is not a worker index 0..{cluster.num_workers - 1}")
+        return (task_index,), f"w{task_index}"
+    if host is not None:
+        cluster.host(host)  # unknown host -> one-line error listing the hosts
+        return tuple(w.index for w in cluster.workers if w.host == host), host
+    return tuple(w.index for w in cluster.workers), None
+
+
+def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, observer: Observer | None = None,
+              run_id: str | None = None) -> Path:
+    observer = observer or NullObserver()
+    n = opts.cluster.num_workers
+    if cfg.batch_size % n:
+        raise UsageError(f"--batch-size: the global batch {cfg.batch_size} does not divide among {n} workers")
+    local_specs = tuple(opts.cluster.workers[i] for i in opts.local_workers)
+    check_ports_free(local_specs)
+    results_dir = Path(results_dir)
+    rid = sanitize_id(run_id) if run_id else new_run_id(cfg.mode.value, cfg.label)
+    dir_name = f"{rid}--{sanitize_id(opts.part)}" if opts.part else rid
+    RunDir.path_for(results_dir, dir_name)
+    observer.phase("preparing data")
+    data_info = _ensure_data(cfg, results_dir / "datasets")
+    quota = cpubudget.CpuQuota.detect(dir_name) if opts.emulate else cpubudget.CpuQuota(dir_name)
+    placements, budgets = cpubudget.plan(opts.cluster, list(opts.local_workers), opts.pin, opts.emulate,
+                                         quota.enabled)
+    run = RunDir.create(results_dir, dir_name, _meta(cfg, opts, rid, data_info))
+    try:
+        for host in sorted({p.host for p in placements}) if quota.enabled else ():
+            quota.create(host, budgets[host])
+        run.update(cluster={**run.meta["cluster"], "cpu_budget": _budget_meta(opts, quota, budgets, placements)})
+        return _launch(cfg, opts, run, placements, quota, observer, results_dir)
+    finally:
+        quota.cleanup()
+
+
+def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cpubudget.Placement],
+            quota: cpubudget.CpuQuota, observer: Observer, results_dir: Path) -> Path:
+    sampler = Sampler(cfg.sample_interval, [Target(os.getpid(), -1, "launcher", hostname())])
+    launcher = Launcher(run, opts.cluster, placements, quota, sampler, observer, opts.connect_timeout)
+
+    def write_launch(attempt: int) -> None:
+        write_launch_file(run, {
+            "config": cfg.to_dict(), "cluster": opts.cluster.to_dict(), "cache_dir": str(results_dir / "datasets"),
+            "connect_timeout": opts.connect_timeout, "watch_parent": True, "attempt": attempt,
+            "backup_dir": str(run.path / "backup") if opts.max_restarts > 0 else None,
+            "workers": {str(p.index): {"host": p.host, "threads": p.threads, "cores": p.cores} for p in placements},
+        })
+
+    sampler.start()
+    failure, restarts = None, []
+    try:
+        failure, restarts = supervise(launcher, opts.max_restarts, write_launch)
+    finally:
+        launcher.stop()
+        observer.training_finished()
+        sampled = sampler.stop()
+        run.write_frame("cpu.parquet", sampled.cpu)
+        run.write_frame("system.parquet", sampled.system)
+        status = "complete" if failure is None else failure.status
+        run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
+                   failure=failure.details if failure else None, workers=launcher.worker_records())
+    raise_for(failure, run)
+    return run.path
+
+
+def _ensure_data(cfg: RunConfig, cache_dir: Path) -> dict[str, Any]:
+    """Validate the user's file or generate the cache once, before any worker starts reading it."""
+    from perfkit.trainer.data import load_or_generate, load_table
+
+    if cfg.data_path:
+        df = load_table(cfg.data_path, cfg.sequence_length)
+        return {"path": str(cfg.data_path), "source": "user", "rows": int(len(df))}
+    _, path, generated = load_or_generate(cache_dir, cfg.train_players + cfg.test_players, cfg.seed,
+                                          cfg.sequence_length)
+    return {"path": str(path), "source": "generated", "generated_now": bool(generated),
+            "players": cfg.train_players + cfg.test_players}
+
+
+def _budget_meta(opts: MultiOptions, quota: cpubudget.CpuQuota, budgets: dict[str, float],
+                 placements: list[cpubudget.Placement]) -> dict[str, Any]:
+    if opts.emulate:
+        mechanism = quota.mechanism if quota.enabled else "affinity+thread-caps"
+    else:
+        mechanism = "affinity+thread-caps" if opts.pin else "none"
+    return {"mechanism": mechanism, "emulated": opts.emulate, "pinned": opts.pin,
+            "host_budgets_cores": budgets, "quota": quota.to_dict() if quota.enabled else None,
+            "available_cores": len(cpubudget.available_cores()),
+            "placements": [{"worker": p.index, "host": p.host, "cores": p.cores, "threads": p.threads}
+                           for p in placements]}
+
+
+def _meta(cfg: RunConfig, opts: MultiOptions, run_id: str, data_info: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "part": {"name": opts.part, "workers": list(opts.local_workers)} if opts.part else None,
+        "mode": cfg.mode.value, "strategy": "MultiWorkerMirroredStrategy", "preset": cfg.preset,
+        "config": cfg.to_dict(), "data": data_info,
+        "cluster": {**opts.cluster.to_dict(), "num_workers": opts.cluster.num_workers,
+                    "local_workers": list(opts.local_workers)},
+        "versions": versions(), "machine": machine_info(),
+    }

@@ -1,0 +1,240 @@
+"""One worker process of a multi-worker run: ``python -m perfkit.trainer.worker_main RUN_DIR INDEX``.
+
+It reads ``RUN_DIR/launch.json`` (written by the launcher or by ``--task-index`` mode), joins the cluster
+under MultiWorkerMirroredStrategy, trains, and keeps ``workers/<INDEX>/`` up to date: ``status.json``
+(state, epoch, step, at most twice a second), and its steps and epochs after every epoch, so a worker
+killed mid-run leaves everything it recorded until its last completed epoch.
+
+Never a silent hang: the strategy constructor waits for every peer without limit, so a watchdog thread
+ends the process after ``connect_timeout`` seconds, naming each peer whose port did not answer; and a
+worker whose launcher is gone (killed with -9) ends itself instead of waiting forever in a collective.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from perfkit.cluster import ClusterSpec, WorkerSpec, cluster_from_dict
+from perfkit.config import RunConfig
+from perfkit.profiler.steps import StepLog
+from perfkit.results import write_json, write_parquet
+
+log = logging.getLogger("perfkit.worker")
+
+EXIT_CONNECT_TIMEOUT = 3
+EXIT_ORPHANED = 4
+
+
+class Status:
+    """``workers/<i>/status.json``, rewritten atomically; step updates are throttled."""
+
+    def __init__(self, path: Path, index: int) -> None:
+        self.path, self._state = path, {"index": index, "pid": os.getpid(), "state": "starting"}
+        self._last = 0.0
+        self.write()
+
+    def write(self, force: bool = True, **fields: Any) -> None:
+        self._state.update(fields, t_wall_ns=time.time_ns())
+        now = time.monotonic()
+        if force or now - self._last >= 0.5:
+            self._last = now
+            try:
+                write_json(self.path, self._state)
+            except OSError as exc:  # a status file is a courtesy; training goes on without it
+                log.warning("could not write %s: %s", self.path, exc)
+
+
+def unreachable(peers: list[WorkerSpec], timeout: float = 1.0) -> list[WorkerSpec]:
+    """Peers whose port accepts no TCP connection: their worker was never started (or is gone)."""
+    out = []
+    for w in peers:
+        try:
+            with socket.create_connection((w.address, w.port), timeout=timeout):
+                pass
+        except OSError:
+            out.append(w)
+    return out
+
+
+def start_watchdogs(cluster: ClusterSpec, index: int, timeout: float, status: Status, watch_parent: bool,
+                    joined: threading.Event) -> None:
+    me = cluster.workers[index]
+    peers = [w for w in cluster.workers if w.index != index]
+
+    def connect_watchdog() -> None:
+        if joined.wait(timeout):
+            return
+        missing = unreachable(peers)
+        names = ", ".join(f"{w.index} ({w.host} {w.endpoint})" for w in missing) or "none unreachable; a peer " \
+            "is up but did not register (wrong cluster file or run id?)"
+        msg = (f"worker {index} ({me.host} {me.endpoint}): the cluster did not form within {timeout:g} s; "
+               f"workers that never joined: {names}")
+        log.error(msg)
+        status.write(state="connect-timeout", error=msg, missing=[w.index for w in missing])
+        _hard_exit(EXIT_CONNECT_TIMEOUT)
+
+    def parent_watchdog() -> None:
+        parent = os.getppid()
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        log.error("worker %d: launcher (pid %d) is gone; exiting", index, parent)
+        status.write(state="orphaned", error=f"launcher pid {parent} exited")
+        _hard_exit(EXIT_ORPHANED)
+
+    threading.Thread(target=connect_watchdog, name="perfkit-connect-watchdog", daemon=True).start()
+    if watch_parent:
+        threading.Thread(target=parent_watchdog, name="perfkit-parent-watchdog", daemon=True).start()
+
+
+def _hard_exit(code: int) -> None:
+    # The main thread is blocked inside TensorFlow's C++ (strategy constructor or a collective) and will
+    # not see an exception; only leaving the process ends the wait.
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def apply_cpu_limits(threads: int | None, cores: list[int] | None) -> None:
+    """Pin this process (and every thread TF starts later) and cap TF's thread pools."""
+    if cores:
+        try:
+            os.sched_setaffinity(0, cores)
+        except (AttributeError, OSError) as exc:
+            log.warning("could not pin to cores %s: %s", cores, exc)
+    if threads:
+        from perfkit._tf import tf
+
+        t = tf()
+        t.config.threading.set_intra_op_parallelism_threads(threads)
+        t.config.threading.set_inter_op_parallelism_threads(max(1, min(2, threads)))
+
+
+class _StatusObserver:
+    """Forwards progress into status.json and saves the tables after every epoch."""
+
+    def __init__(self, status: Status, save: Callable[[], None]) -> None:
+        self.status, self.save = status, save
+
+    def phase(self, text: str) -> None:
+        self.status.write(phase=text)
+
+    def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:
+        self.status.write(state="training", epochs=epochs, steps_per_epoch=steps_per_epoch)
+
+    def step(self, epoch: int, step: int, logs: Mapping[str, Any]) -> None:
+        self.status.write(force=False, epoch=epoch, step=step, loss=_float(logs.get("loss")),
+                          accuracy=_float(logs.get("accuracy")))
+
+    def epoch(self, epoch: int, row: Mapping[str, Any]) -> None:
+        self.save()
+        self.status.write(epochs_done=epoch + 1, last_epoch={k: _float(v) for k, v in row.items()})
+
+    def training_finished(self) -> None:
+        pass
+
+
+def _float(v: Any) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _tables_saver(wdir: Path, steplog: StepLog, attempt: int) -> Callable[[], None]:
+    """Save this attempt's rows beside those of earlier attempts (a restarted cluster resumes an epoch)."""
+    import pandas as pd
+
+    earlier = {}
+    for name in ("steps", "epochs"):
+        path = wdir / f"{name}.parquet"
+        if path.is_file():
+            df = pd.read_parquet(path)
+            earlier[name] = df[df["attempt"] < attempt] if "attempt" in df else df.assign(attempt=0)
+
+    def save() -> None:
+        for name, frame in (("steps", steplog.steps_frame()), ("epochs", steplog.epochs_frame())):
+            frame = frame.assign(attempt=attempt)
+            if name in earlier and not earlier[name].empty:
+                frame = pd.concat([earlier[name], frame], ignore_index=True)
+            write_parquet(wdir / f"{name}.parquet", frame)
+
+    return save
+
+
+def run_worker(run_dir: Path, index: int) -> int:
+    launch = json.loads((run_dir / "launch.json").read_text(encoding="utf-8"))
+    cfg, cluster = RunConfig.from_dict(launch["config"]), cluster_from_dict(launch["cluster"])
+    me = launch["workers"][str(index)]
+    wdir = run_dir / "workers" / str(index)
+    wdir.mkdir(parents=True, exist_ok=True)
+    status = Status(wdir / "status.json", index)
+    joined = threading.Event()
+    start_watchdogs(cluster, index, float(launch["connect_timeout"]), status, bool(launch.get("watch_parent")),
+                    joined)
+    apply_cpu_limits(me.get("threads"), me.get("cores"))
+    os.environ["TF_CONFIG"] = json.dumps(cluster.tf_config(index))
+    steplog = StepLog(samples_per_step=cfg.batch_size // cluster.num_workers)
+    status.write(anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns,
+                 host=me["host"], attempt=int(launch.get("attempt", 0)))
+    save = _tables_saver(wdir, steplog, int(launch.get("attempt", 0)))
+    try:
+        _train(cfg, cluster, launch, status, joined, steplog, save)
+    except KeyboardInterrupt:
+        save()
+        status.write(state="interrupted")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - recorded for the launcher, which reports it
+        log.exception("worker %d failed", index)
+        save()
+        status.write(state="failed", error=f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}")
+        return 1
+    save()
+    status.write(state="done")
+    return 0
+
+
+def _train(cfg: RunConfig, cluster: ClusterSpec, launch: dict[str, Any], status: Status, joined: threading.Event,
+           steplog: StepLog, save: Callable[[], None]) -> None:
+    from perfkit.trainer.data import prepare
+    from perfkit.trainer.strategy import multi_worker
+    from perfkit.trainer.worker import fit
+
+    status.write(state="loading-data")
+    data = prepare(data_path=cfg.data_path, cache_dir=Path(launch["cache_dir"]), train_players=cfg.train_players,
+                   test_players=cfg.test_players, seed=cfg.seed, sequence_length=cfg.sequence_length)
+    status.write(state="connecting")
+    strategy, info = multi_worker()
+    joined.set()
+    status.write(state="joined", replicas=info.replicas)
+    backup = Path(launch["backup_dir"]) if launch.get("backup_dir") else None
+    fit(cfg, data, strategy, steplog, _StatusObserver(status, save), cpu=lambda: None,
+        num_workers=cluster.num_workers, backup_dir=backup)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        code = run_worker(Path(args[0]), int(args[1]))
+    except Exception:  # noqa: BLE001 - a broken launch file; the traceback goes to worker.log
+        log.exception("worker could not start")
+        code = 1
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # TF's exit handlers can wait on peers that already left; everything is saved, so leave now.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()
