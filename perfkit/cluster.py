@@ -90,6 +90,15 @@ class ClusterSpec:
         scale = min(1.0, available_cores / total)
         return {h.name: h.cores * scale for h in self.hosts}
 
+    def with_free_ports(self) -> ClusterSpec:
+        """The same hosts on free ports of this machine. TensorFlow's gRPC server binds the wildcard
+        address (0.0.0.0:port) whatever address a worker is given, so two emulated hosts cannot both use
+        port 20000 here as two real hosts can; the declared ports stay in the file and in run.json."""
+        ports = iter(free_ports(self.num_workers))
+        hosts = tuple(HostSpec(h.name, h.address, h.cores, h.workers, h.base_port,
+                               tuple(next(ports) for _ in range(h.workers))) for h in self.hosts)
+        return ClusterSpec(hosts, self.source)
+
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source,
                 "hosts": [{"name": h.name, "address": h.address, "cores": h.cores, "workers": h.workers,

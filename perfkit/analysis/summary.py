@@ -94,7 +94,7 @@ def summarize(record: RunRecord) -> RunSummary:
     steady_rate, _ = _steady(epochs["samples_per_s"])
     window = training_window(record)
     cpu = cpu_table(record)
-    main = cpu[cpu["worker"] == cpu["worker"].min()] if not cpu.empty else cpu
+    main = cpu[cpu["worker"] == 0] if not cpu.empty else cpu  # the trainer, or worker 0 (-1 is the launcher)
     last = epochs.iloc[-1] if not epochs.empty else None
     return RunSummary(
         run_id=record.run_id,
@@ -111,3 +111,16 @@ def summarize(record: RunRecord) -> RunSummary:
         val_accuracy=float(last["val_accuracy"]) if last is not None else math.nan,
         val_auc=float(last["val_auc"]) if last is not None else math.nan,
     )
+
+
+def worker_table(record: RunRecord) -> pd.DataFrame:
+    """Per worker: host, steps, median step time, CPU mean/p95 and peak RSS (launcher rows left out)."""
+    cols = ["worker", "host", "steps", "step_median_s", "cpu_mean", "cpu_p95", "rss_peak_bytes"]
+    if record.steps.empty:
+        return pd.DataFrame(columns=cols)
+    steps = record.steps.groupby("worker").agg(steps=("step", "size"), step_median_s=("duration_s", "median"))
+    cpu = cpu_table(record)
+    cpu = cpu[cpu["worker"] >= 0].set_index("worker") if not cpu.empty else pd.DataFrame(
+        columns=["host", "cpu_mean", "cpu_p95", "rss_peak_bytes"])
+    out = steps.join(cpu[["host", "cpu_mean", "cpu_p95", "rss_peak_bytes"]], how="left")
+    return out.reset_index()[cols]

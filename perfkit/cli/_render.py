@@ -82,3 +82,14 @@ def summary_table(summary: RunSummary, epochs: Any) -> Table:
         f" p95 {fmt(summary.cpu_p95, '.0f', '%')} (100% = one core)"
     )
     return table
+
+
+def worker_lines(workers: Any) -> Table:
+    table = Table(title="workers")
+    for col in ("worker", "host", "steps", "median step s", "CPU mean", "CPU p95", "peak RSS"):
+        table.add_column(col, justify="left" if col == "host" else "right")
+    for w in workers.itertuples(index=False):
+        rss = w.rss_peak_bytes / 2**20 if isinstance(w.rss_peak_bytes, (int, float)) else math.nan
+        table.add_row(str(w.worker), str(w.host), str(w.steps), fmt(w.step_median_s, ".3f"),
+                      fmt(w.cpu_mean, ".0f", "%"), fmt(w.cpu_p95, ".0f", "%"), fmt(rss, ",.0f", " MiB"))
+    return table

@@ -99,6 +99,8 @@ def _multi_options(workers: int | None, cluster: Path | None, host: str | None, 
     spec = load_cluster(cluster)
     local, part = select_local(spec, host, task_index)
     emulated = emulate or (part is None and spec.is_local())
+    if emulated:
+        spec = spec.with_free_ports()
     return MultiOptions(spec, local, part, emulated, pin, connect_timeout, max_restarts)
 
 
@@ -110,10 +112,13 @@ def _observer(console: Console, quiet: bool):  # type: ignore[no-untyped-def]
 
 
 def _print_summary(console: Console, path: Path) -> None:
-    from perfkit.analysis.summary import epoch_table, summarize
-    from perfkit.cli._render import summary_table
+    from perfkit.analysis.summary import epoch_table, summarize, worker_table
+    from perfkit.cli._render import summary_table, worker_lines
     from perfkit.results import RunRecord
 
     record = RunRecord.load(path)
     console.print(summary_table(summarize(record), epoch_table(record)))
+    workers = worker_table(record)
+    if len(workers) > 1:
+        console.print(worker_lines(workers))
     console.print(f"run directory: {path}")

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfkit.cluster import ClusterSpec
+from perfkit.cluster import ClusterSpec, WorkerSpec, is_loopback
 from perfkit.errors import RunFailed, RunInterrupted
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.results import RunDir, write_json
@@ -82,7 +83,7 @@ class Launcher:
 
     def wait(self) -> Failure | None:
         """Until every worker exited 0 (None) or something went wrong (the Failure)."""
-        deadline = time.monotonic() + self.connect_timeout + 30.0  # workers time out first, themselves
+        deadline = time.monotonic() + self.connect_timeout
         while True:
             self._read_statuses()
             failure = self._dead_worker()
@@ -93,10 +94,27 @@ class Launcher:
             if deadline and all(w.status.get("state") in ("joined", "training", "done") for w in self.workers):
                 deadline = 0.0
             if deadline and time.monotonic() > deadline:
-                missing = [w for w in self.workers if w.status.get("state") not in ("joined", "training", "done")]
-                return Failure("failed", "the cluster did not form within the connect timeout; not joined: "
-                               + ", ".join(self._name(w) for w in missing), {"missing": [w.index for w in missing]})
+                return self._not_formed()
             time.sleep(POLL_S)
+
+    def _not_formed(self) -> Failure:
+        """Name the workers that never joined: local ones that never reached 'connecting', and every
+        other worker of the cluster whose port accepts no connection (its process was never started)."""
+        local = {w.index: w for w in self.workers}
+        stuck = [i for i, w in local.items() if w.status.get("state") not in ("connecting", "joined", "training")]
+        others = [spec for spec in self.cluster.workers if spec.index not in local]
+        # TF binds 0.0.0.0:port, so a local peer on one of our own ports would be answered by our worker:
+        # such a peer cannot be running here, and is never joined.
+        ours = {self.cluster.workers[i].port for i in local}
+        shadowed = {s.index for s in others if is_loopback(s.address) and s.port in ours}
+        probed = unreachable([s for s in others if s.index not in shadowed])
+        missing = sorted(set(stuck) | shadowed | {spec.index for spec in probed})
+        names = ", ".join(f"{i} ({self.cluster.workers[i].host} {self.cluster.workers[i].endpoint})"
+                          for i in missing)
+        if not names:
+            names = "none: every port answers, yet the cluster did not form (do all hosts use the same cluster file?)"
+        return Failure("failed", f"the cluster did not form within {self.connect_timeout:g} s; workers that never "
+                       f"joined: {names}", {"missing": missing})
 
     def stop(self, grace: float = STOP_GRACE_S) -> None:
         """Stop every worker still running: SIGTERM, then SIGKILL after ``grace``; reap them all."""
@@ -180,6 +198,18 @@ class Launcher:
                  "anchor_wall_ns": w.status.get("anchor_wall_ns"), "anchor_mono_ns": w.status.get("anchor_mono_ns"),
                  "exit_code": w.proc.returncode if w.proc else None, "state": w.status.get("state")}
                 for w in self.workers]
+
+
+def unreachable(peers: list[WorkerSpec], timeout: float = 1.0) -> list[WorkerSpec]:
+    """Peers whose port accepts no TCP connection: their worker was never started (or is gone)."""
+    out = []
+    for w in peers:
+        try:
+            with socket.create_connection((w.address, w.port), timeout=timeout):
+                pass
+        except OSError:
+            out.append(w)
+    return out
 
 
 def _worker_env() -> dict[str, str]:

@@ -86,7 +86,7 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
     def write_launch(attempt: int) -> None:
         write_launch_file(run, {
             "config": cfg.to_dict(), "cluster": opts.cluster.to_dict(), "cache_dir": str(results_dir / "datasets"),
-            "connect_timeout": opts.connect_timeout, "watch_parent": True, "attempt": attempt,
+            "connect_timeout": opts.connect_timeout, "launcher_pid": os.getpid(), "attempt": attempt,
             "backup_dir": str(run.path / "backup") if opts.max_restarts > 0 else None,
             "workers": {str(p.index): {"host": p.host, "threads": p.threads, "cores": p.cores} for p in placements},
         })

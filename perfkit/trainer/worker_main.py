@@ -5,9 +5,9 @@ under MultiWorkerMirroredStrategy, trains, and keeps ``workers/<INDEX>/`` up to 
 (state, epoch, step, at most twice a second), and its steps and epochs after every epoch, so a worker
 killed mid-run leaves everything it recorded until its last completed epoch.
 
-Never a silent hang: the strategy constructor waits for every peer without limit, so a watchdog thread
-ends the process after ``connect_timeout`` seconds, naming each peer whose port did not answer; and a
-worker whose launcher is gone (killed with -9) ends itself instead of waiting forever in a collective.
+Never a silent hang: the strategy constructor waits for every peer without limit and holds the GIL
+while it does, so the connect timeout is enforced from outside, by the launcher process; and the kernel
+kills a worker whose launcher is gone (even by kill -9) instead of leaving it waiting in a collective.
 """
 
 from __future__ import annotations
@@ -15,22 +15,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
+import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from perfkit.cluster import ClusterSpec, WorkerSpec, cluster_from_dict
+from perfkit.cluster import ClusterSpec, cluster_from_dict
 from perfkit.config import RunConfig
 from perfkit.profiler.steps import StepLog
 from perfkit.results import write_json, write_parquet
 
 log = logging.getLogger("perfkit.worker")
 
-EXIT_CONNECT_TIMEOUT = 3
 EXIT_ORPHANED = 4
 
 
@@ -53,54 +51,22 @@ class Status:
                 log.warning("could not write %s: %s", self.path, exc)
 
 
-def unreachable(peers: list[WorkerSpec], timeout: float = 1.0) -> list[WorkerSpec]:
-    """Peers whose port accepts no TCP connection: their worker was never started (or is gone)."""
-    out = []
-    for w in peers:
-        try:
-            with socket.create_connection((w.address, w.port), timeout=timeout):
-                pass
-        except OSError:
-            out.append(w)
-    return out
+def die_with_launcher(launcher_pid: int | None) -> None:
+    """Let the kernel SIGKILL this worker when its launcher dies (even by kill -9), so no orphan is left
+    waiting forever in a collective. A Python watchdog thread cannot do this: the strategy constructor
+    blocks inside TensorFlow without releasing the GIL."""
+    if not launcher_pid:
+        return
+    try:
+        import ctypes
 
-
-def start_watchdogs(cluster: ClusterSpec, index: int, timeout: float, status: Status, watch_parent: bool,
-                    joined: threading.Event) -> None:
-    me = cluster.workers[index]
-    peers = [w for w in cluster.workers if w.index != index]
-
-    def connect_watchdog() -> None:
-        if joined.wait(timeout):
-            return
-        missing = unreachable(peers)
-        names = ", ".join(f"{w.index} ({w.host} {w.endpoint})" for w in missing) or "none unreachable; a peer " \
-            "is up but did not register (wrong cluster file or run id?)"
-        msg = (f"worker {index} ({me.host} {me.endpoint}): the cluster did not form within {timeout:g} s; "
-               f"workers that never joined: {names}")
-        log.error(msg)
-        status.write(state="connect-timeout", error=msg, missing=[w.index for w in missing])
-        _hard_exit(EXIT_CONNECT_TIMEOUT)
-
-    def parent_watchdog() -> None:
-        parent = os.getppid()
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        log.error("worker %d: launcher (pid %d) is gone; exiting", index, parent)
-        status.write(state="orphaned", error=f"launcher pid {parent} exited")
-        _hard_exit(EXIT_ORPHANED)
-
-    threading.Thread(target=connect_watchdog, name="perfkit-connect-watchdog", daemon=True).start()
-    if watch_parent:
-        threading.Thread(target=parent_watchdog, name="perfkit-parent-watchdog", daemon=True).start()
-
-
-def _hard_exit(code: int) -> None:
-    # The main thread is blocked inside TensorFlow's C++ (strategy constructor or a collective) and will
-    # not see an exception; only leaving the process ends the wait.
-    logging.shutdown()
-    sys.stderr.flush()
-    os._exit(code)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError) as exc:
+        log.warning("cannot tie this worker to its launcher's life: %s", exc)
+    if os.getppid() != launcher_pid:  # the launcher died before prctl took effect
+        log.error("launcher (pid %d) is gone; exiting", launcher_pid)
+        os._exit(EXIT_ORPHANED)
 
 
 def apply_cpu_limits(threads: int | None, cores: list[int] | None) -> None:
@@ -177,9 +143,7 @@ def run_worker(run_dir: Path, index: int) -> int:
     wdir = run_dir / "workers" / str(index)
     wdir.mkdir(parents=True, exist_ok=True)
     status = Status(wdir / "status.json", index)
-    joined = threading.Event()
-    start_watchdogs(cluster, index, float(launch["connect_timeout"]), status, bool(launch.get("watch_parent")),
-                    joined)
+    die_with_launcher(launch.get("launcher_pid"))
     apply_cpu_limits(me.get("threads"), me.get("cores"))
     os.environ["TF_CONFIG"] = json.dumps(cluster.tf_config(index))
     steplog = StepLog(samples_per_step=cfg.batch_size // cluster.num_workers)
@@ -187,7 +151,7 @@ def run_worker(run_dir: Path, index: int) -> int:
                  host=me["host"], attempt=int(launch.get("attempt", 0)))
     save = _tables_saver(wdir, steplog, int(launch.get("attempt", 0)))
     try:
-        _train(cfg, cluster, launch, status, joined, steplog, save)
+        _train(cfg, cluster, launch, status, steplog, save)
     except KeyboardInterrupt:
         save()
         status.write(state="interrupted")
@@ -202,7 +166,7 @@ def run_worker(run_dir: Path, index: int) -> int:
     return 0
 
 
-def _train(cfg: RunConfig, cluster: ClusterSpec, launch: dict[str, Any], status: Status, joined: threading.Event,
+def _train(cfg: RunConfig, cluster: ClusterSpec, launch: dict[str, Any], status: Status,
            steplog: StepLog, save: Callable[[], None]) -> None:
     from perfkit.trainer.data import prepare
     from perfkit.trainer.strategy import multi_worker
@@ -213,7 +177,6 @@ def _train(cfg: RunConfig, cluster: ClusterSpec, launch: dict[str, Any], status:
                    test_players=cfg.test_players, seed=cfg.seed, sequence_length=cfg.sequence_length)
     status.write(state="connecting")
     strategy, info = multi_worker()
-    joined.set()
     status.write(state="joined", replicas=info.replicas)
     backup = Path(launch["backup_dir"]) if launch.get("backup_dir") else None
     fit(cfg, data, strategy, steplog, _StatusObserver(status, save), cpu=lambda: None,
