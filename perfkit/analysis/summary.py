@@ -33,14 +33,23 @@ class RunSummary:
     val_auc: float
 
 
+def final_attempt(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the last attempt at each (worker, epoch): a restarted cluster redoes the epoch it was in."""
+    if df.empty or "attempt" not in df.columns:
+        return df
+    last = df.groupby(["worker", "epoch"])["attempt"].transform("max")
+    return df[df["attempt"] == last]
+
+
 def epoch_table(record: RunRecord) -> pd.DataFrame:
     """One row per epoch of worker 0: times, global samples/s, validation metrics."""
-    ep = record.epochs
+    ep = final_attempt(record.epochs)
     if ep.empty:
         return pd.DataFrame(columns=["epoch", "epoch_s", "train_s", "val_s", "samples", "samples_per_s",
                                      "val_accuracy", "val_auc"])
     ep0 = ep[ep["worker"] == ep["worker"].min()].sort_values("epoch")
-    samples = record.steps.groupby("epoch")["samples"].sum() if not record.steps.empty else pd.Series(dtype=float)
+    steps = final_attempt(record.steps)
+    samples = steps.groupby("epoch")["samples"].sum() if not steps.empty else pd.Series(dtype=float)
     out = pd.DataFrame({
         "epoch": ep0["epoch"].astype(int).to_numpy() + 1,
         "epoch_s": (ep0["train_s"] + ep0["val_s"]).to_numpy(),
@@ -118,7 +127,8 @@ def worker_table(record: RunRecord) -> pd.DataFrame:
     cols = ["worker", "host", "steps", "step_median_s", "cpu_mean", "cpu_p95", "rss_peak_bytes"]
     if record.steps.empty:
         return pd.DataFrame(columns=cols)
-    steps = record.steps.groupby("worker").agg(steps=("step", "size"), step_median_s=("duration_s", "median"))
+    steps = final_attempt(record.steps).groupby("worker").agg(steps=("step", "size"),
+                                                               step_median_s=("duration_s", "median"))
     cpu = cpu_table(record)
     cpu = cpu[cpu["worker"] >= 0].set_index("worker") if not cpu.empty else pd.DataFrame(
         columns=["host", "cpu_mean", "cpu_p95", "rss_peak_bytes"])

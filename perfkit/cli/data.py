@@ -13,9 +13,17 @@ from rich.console import Console
 from rich.table import Table
 
 from perfkit.cli import app
-from perfkit.config import get_preset
+from perfkit.config import PRESETS, get_preset
 from perfkit.errors import UsageError
-from perfkit.trainer.data import FEATURES, ID_COL, LABEL_COL, dataset_cache_path, load_table, write_table
+from perfkit.trainer.data import (
+    FEATURES,
+    ID_COL,
+    LABEL_COL,
+    SUFFIXES,
+    dataset_cache_path,
+    load_table,
+    write_table,
+)
 from perfkit.trainer.synth import generate
 
 data_app = typer.Typer(
@@ -27,7 +35,7 @@ app.add_typer(data_app, name="data")
 
 @data_app.command("generate")
 def generate_cmd(
-    preset: Annotated[str, typer.Option(help="Size preset: tiny, quick or blog (train + test players).")] = "quick",
+    preset: Annotated[str, typer.Option(help=f"Workload size: {', '.join(PRESETS)} (train + test players).")] = "quick",
     players: Annotated[Optional[int], typer.Option(help="Number of players; overrides the preset.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Random seed; default: the preset's.")] = None,
     sequence_length: Annotated[
@@ -48,13 +56,16 @@ def generate_cmd(
     if length < 1:
         raise UsageError("--sequence-length: must be at least 1")
     path = out if out is not None else dataset_cache_path(results_dir / "datasets", n, seed, length)
+    if path.suffix.lower() not in SUFFIXES:  # before minutes of generating, not after
+        raise UsageError(f"--out: {path} must end in {' or '.join(SUFFIXES)}")
     start = time.perf_counter()
     df = generate(n, seed, length)
     write_table(df, path)
     seconds = time.perf_counter() - start
     share = float(df[LABEL_COL].to_numpy()[::length].mean())
     typer.echo(f"wrote {path}")
-    typer.echo(f"  {len(df):,} rows, {n:,} players x {length} days, bot share {share:.1%}, seed {seed}, {seconds:.1f} s")
+    typer.echo(f"  {len(df):,} rows, {n:,} players x {length} days, bot share {share:.1%}, seed {seed}")
+    typer.echo(f"  generated and written in {seconds:.1f} s")
 
 
 def _summary_table(df: pd.DataFrame) -> Table:

@@ -22,11 +22,15 @@ def runs_command(
     from perfkit.errors import ResultsError
     from perfkit.results import RunRecord, iter_run_dirs
 
+    paths = list(iter_run_dirs(results_dir))
     table = Table(title=f"runs in {results_dir}")
-    for col in ("run id", "status", "mode", "preset", "epochs", "steady epoch s", "val acc"):
+    # Run ids are what users copy into other commands: never wrap or truncate them.
+    table.add_column("run id", no_wrap=True, min_width=max((len(p.name) for p in paths), default=6))
+    table.add_column("status", no_wrap=True, min_width=11)
+    for col in ("mode", "preset", "epochs", "steady epoch s", "val acc"):
         table.add_column(col, justify="right" if col in ("epochs", "steady epoch s", "val acc") else "left")
     count = 0
-    for path in iter_run_dirs(results_dir):
+    for path in paths:
         count += 1
         try:
             s = summarize(RunRecord.load(path))
@@ -34,7 +38,7 @@ def runs_command(
             table.add_row(path.name, "[red]unreadable[/red]", "", "", "", "", str(exc)[:60])
             continue
         status = s.status if s.status == "complete" else f"[yellow]{s.status}[/yellow]"
-        table.add_row(s.run_id, status, s.mode, s.preset, str(s.epochs), fmt(s.steady_epoch_s, ".1f"),
+        table.add_row(path.name, status, s.mode, s.preset, str(s.epochs), fmt(s.steady_epoch_s, ".1f"),
                       fmt(s.val_accuracy, ".4f"))
     console = Console()
     if count == 0:

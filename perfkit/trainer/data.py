@@ -20,24 +20,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from perfkit.errors import DataError
-from perfkit.trainer.synth import FEATURES, generate
+from perfkit.trainer.synth import FEATURES, GENERATOR_VERSION, generate
 
-__all__ = [
-    "DAY_COL",
-    "FEATURES",
-    "ID_COL",
-    "LABEL_COL",
-    "PreparedData",
-    "Standardizer",
-    "Windows",
-    "dataset_cache_path",
-    "load_or_generate",
-    "load_table",
-    "prepare",
-    "split_by_player",
-    "validate",
-    "window",
-    "write_table",
+__all__ = [  # FEATURES is re-exported from synth so that callers need only this module
+    "DAY_COL", "FEATURES", "ID_COL", "LABEL_COL", "PreparedData", "Standardizer", "Windows", "dataset_cache_path",
+    "load_or_generate", "load_table", "prepare", "split_by_player", "validate", "window", "write_table",
 ]
 
 ID_COL = "player_id"
@@ -45,7 +32,6 @@ DAY_COL = "day"
 LABEL_COL = "label"
 COLUMNS: tuple[str, ...] = (ID_COL, DAY_COL, *FEATURES, LABEL_COL)
 SUFFIXES: tuple[str, ...] = (".parquet", ".csv")
-_INT_COLS: dict[str, type] = {ID_COL: np.int64, DAY_COL: np.int32, LABEL_COL: np.int8}
 
 
 def _one_line(exc: BaseException) -> str:
@@ -67,7 +53,9 @@ def _read(path: Path) -> pd.DataFrame:
         raise DataError(f"{path}: is a directory, not a data file")
     try:
         if suffix == ".parquet":
-            return pd.read_parquet(path)
+            # split_blocks + self_destruct: columns stay zero-copy views and the Arrow buffers are released
+            # as they are converted, instead of holding the table twice.
+            return pq.read_table(path).to_pandas(split_blocks=True, self_destruct=True)
         return pd.read_csv(path)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: the table is empty (no header, no rows)") from None
@@ -79,7 +67,13 @@ def _read(path: Path) -> pd.DataFrame:
 def load_table(path: str | Path, sequence_length: int = 7) -> pd.DataFrame:
     """Read a ``.parquet`` or ``.csv`` player table and return it validated (see ``validate``)."""
     path = Path(path)
-    return validate(_read(path), sequence_length, source=str(path))
+    raw = _read(path)
+    try:
+        return validate(raw, sequence_length, source=str(path))
+    finally:
+        del raw
+        # Arrow's allocator keeps freed buffers for reuse; give the ~0.5 GB of a blog-size read back now.
+        pa.default_memory_pool().release_unused()
 
 
 def _check_columns(df: pd.DataFrame, source: str) -> None:
@@ -117,11 +111,8 @@ def _as_number(series: pd.Series, col: str, source: str, at: Locate) -> pd.Serie
 def _check_finite(values: np.ndarray, col: str, source: str, at: Locate) -> None:
     finite = np.isfinite(values)
     if not finite.all():
-        i = int(np.flatnonzero(~finite)[0])
-        raise DataError(
-            f"{source}: column {col!r} has {int((~finite).sum())} NaN, infinite or out-of-range value(s), "
-            f"first at {at(i)}"
-        )
+        i, bad = int(np.flatnonzero(~finite)[0]), int((~finite).sum())
+        raise DataError(f"{source}: column {col!r} has {bad} NaN, infinite or out-of-range value(s), first at {at(i)}")
 
 
 def _feature(df: pd.DataFrame, col: str, source: str, at: Locate) -> np.ndarray:
@@ -161,8 +152,7 @@ def _check_structure(ids: np.ndarray, days: np.ndarray, labels: np.ndarray, leng
     if bad_day.any():
         i = int(np.flatnonzero(bad_day)[0])
         raise DataError(
-            f"{source}: day values must lie in 0..{length - 1} (sequence length {length}); "
-            f"player {ids[i]} has day {days[i]}"
+            f"{source}: day must lie in 0..{length - 1} (sequence length {length}); player {ids[i]} has day {days[i]}"
         )
     same = ids[1:] == ids[:-1]
     dup = same & (days[1:] == days[:-1])
@@ -173,10 +163,9 @@ def _check_structure(ids: np.ndarray, days: np.ndarray, labels: np.ndarray, leng
     counts = np.diff(np.r_[starts, ids.size])
     wrong = counts != length
     if wrong.any():
-        k = int(np.flatnonzero(wrong)[0])
+        k, total = int(np.flatnonzero(wrong)[0]), int(wrong.sum())
         raise DataError(
-            f"{source}: player {ids[starts[k]]} has {counts[k]} day(s), expected {length} "
-            f"({int(wrong.sum())} player(s) affected)"
+            f"{source}: player {ids[starts[k]]} has {counts[k]} day(s), expected {length} ({total} player(s) affected)"
         )
     bad = np.setdiff1d(np.unique(labels), [0, 1])
     if bad.size:
@@ -214,7 +203,7 @@ def validate(df: pd.DataFrame, sequence_length: int = 7, *, source: str = "<tabl
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # eq on arrays is ambiguous; compare fields with numpy
 class Windows:
     """One sequence per player: ``x`` (N, L, F) float32, ``y`` (N,) int8, ``player_ids`` (N,) int64."""
 
@@ -230,7 +219,10 @@ class Windows:
 
 
 def window(df: pd.DataFrame, sequence_length: int) -> Windows:
-    """Reshape a validated long table into per-player sequences (sort, then reshape; no per-player loop)."""
+    """Reshape a validated long table into per-player sequences (sort, then reshape; no per-player loop).
+
+    For a table already sorted by (player, day), as ``validate`` returns it, ``x`` is a view of its memory.
+    """
     if len(df) % sequence_length:
         raise DataError(f"window: {len(df)} rows is not a multiple of the sequence length {sequence_length}")
     ids = df[ID_COL].to_numpy()
@@ -274,14 +266,22 @@ def split_by_player(w: Windows, test_players: int, seed: int) -> tuple[Windows, 
     return w.take(np.flatnonzero(~in_test)), w.take(np.flatnonzero(in_test))
 
 
-def signed_log1p(x: np.ndarray) -> np.ndarray:
-    """sign(x) * log1p(|x|) as float32: tames heavy-tailed counts (gold, exp) yet keeps zero at zero."""
-    out = np.abs(x).astype(np.float32, copy=True)
-    np.log1p(out, out=out)
+def signed_log1p(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """sign(x) * log1p(|x|) as float32: tames heavy-tailed counts (gold, exp) yet keeps zero at zero.
+
+    Computed as log(1 + |x|): numpy's float32 log is vectorised and ~3x faster than its log1p, and the
+    absolute error (< 1e-7 near zero) is irrelevant after standardisation.
+    """
+    if out is None:
+        out = np.abs(x).astype(np.float32)
+    else:
+        np.abs(x, out=out)
+    out += np.float32(1.0)
+    np.log(out, out=out)
     return np.copysign(out, x, out=out)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Standardizer:
     """Per-feature mean and std of signed log1p values, fitted on the training split only."""
 
@@ -303,19 +303,18 @@ class Standardizer:
         std = np.where(std < 1e-6, 1.0, std)  # a constant feature stays at zero instead of dividing by 0
         return cls(mean=mean.astype(np.float32), std=std.astype(np.float32))
 
-    def transform(self, x: np.ndarray) -> np.ndarray:
-        out = signed_log1p(x)
+    def transform(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Standardised float32 copy of ``x`` (N, L, F); ``out=x`` works in place on a float32 array."""
+        out = signed_log1p(x, out)
         out -= self.mean
         out /= self.std
         return out
 
     def to_dict(self) -> dict[str, dict[str, float]]:
-        return {
-            name: {"mean": float(m), "std": float(s)} for name, m, s in zip(FEATURES, self.mean, self.std)
-        }
+        return {name: {"mean": float(m), "std": float(s)} for name, m, s in zip(FEATURES, self.mean, self.std)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PreparedData:
     """Standardised model inputs: x (N, L, F) float32, y (N,) int8; ``info`` goes into run.json."""
 
@@ -328,7 +327,9 @@ class PreparedData:
 
 
 def dataset_cache_path(cache_dir: Path, n_players: int, seed: int, sequence_length: int) -> Path:
-    return Path(cache_dir) / f"synth-{n_players}p-{sequence_length}d-seed{seed}.parquet"
+    # The generator's version is in the name so that a retuned generator never reuses an old cache.
+    name = f"synth-v{GENERATOR_VERSION}-{n_players}p-{sequence_length}d-seed{seed}.parquet"
+    return Path(cache_dir) / name
 
 
 def _write_parquet(df: pd.DataFrame, fh: Any) -> None:
@@ -377,15 +378,8 @@ def _bot_share(y: np.ndarray) -> float:
     return round(float(y.mean()), 6) if y.size else 0.0
 
 
-def prepare(
-    *,
-    data_path: str | None,
-    cache_dir: Path,
-    train_players: int,
-    test_players: int,
-    seed: int,
-    sequence_length: int,
-) -> PreparedData:
+def prepare(*, data_path: str | None, cache_dir: Path, train_players: int, test_players: int, seed: int,
+            sequence_length: int) -> PreparedData:
     """Load the user's table (or the cached synthetic one), window, split by player and standardise.
 
     With ``data_path`` the test share is test/(train+test) of that file's players; otherwise exactly
@@ -397,25 +391,23 @@ def prepare(
         df, path, generated = load_or_generate(cache_dir, train_players + test_players, seed, sequence_length)
         source = "generated" if generated else "cache"
     windows = window(df, sequence_length)
-    del df  # the windows hold a copy; drop the long table before making more
+    del df  # only the windows (often a view of its memory) are needed from here on
     n = len(windows)
-    k = test_players if data_path is None else round(n * test_players / (train_players + test_players))
-    train, test = split_by_player(windows, min(max(k, 1), n - 1) if data_path else k, seed)
-    del windows
+    k = test_players
+    if data_path is not None:
+        if n < 2:
+            raise DataError(f"{path}: {n} player is too few to split into train and test")
+        k = min(max(round(n * test_players / (train_players + test_players)), 1), n - 1)
+    train, test = split_by_player(windows, k, seed)
+    del windows  # the splits are copies
     scaler = Standardizer.fit(train.x)
     info = {
-        "path": str(path),
-        "source": source,
-        "generated": source == "generated",
-        "players": n,
-        "train_players": len(train),
-        "test_players": len(test),
-        "train_bot_share": _bot_share(train.y),
-        "test_bot_share": _bot_share(test.y),
-        "sequence_length": sequence_length,
-        "features": list(FEATURES),
-        "seed": seed,
+        "path": str(path), "source": source, "generated": source == "generated", "seed": seed,
+        "players": n, "train_players": len(train), "test_players": len(test),
+        "train_bot_share": _bot_share(train.y), "test_bot_share": _bot_share(test.y),
+        "sequence_length": sequence_length, "features": list(FEATURES),
     }
-    x_train = scaler.transform(train.x)
-    x_test = scaler.transform(test.x)
+    # In place: train.x and test.x are copies this function owns, and the blog size is 450 MB of them.
+    x_train = scaler.transform(train.x, out=train.x)
+    x_test = scaler.transform(test.x, out=test.x)
     return PreparedData(x_train, train.y, x_test, test.y, scaler, info)

@@ -173,11 +173,12 @@ class Launcher:
             code = w.proc.poll() if w.proc is not None else None
             if code is None or code == 0:
                 continue
-            error = w.status.get("error") or _exit_text(code)
+            error = w.status.get("error")
             details = {"worker": w.index, "host": w.placement.host, "pid": w.proc.pid if w.proc else None,
                        "exit_code": code, "signal": signal.Signals(-code).name if code < 0 else None,
                        "state": w.status.get("state"), "last_log_lines": self._tail(w.index)}
-            return Failure("failed", f"worker {self._name(w)} {_exit_text(code)}: {error}", details)
+            text = f"worker {self._name(w)} {_exit_text(code)}" + (f": {error}" if error else "")
+            return Failure("failed", text, details)
         return None
 
     def _tail(self, index: int, lines: int = 15) -> list[str]:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from perfkit.errors import UsageError
+
 FEATURES: tuple[str, ...] = (
     "logins",
     "online_minutes",
@@ -39,6 +41,7 @@ FEATURES: tuple[str, ...] = (
 COUNT_FEATURES: tuple[str, ...] = FEATURES[:16]
 SHARE_FEATURES: tuple[str, ...] = FEATURES[16:]
 MINUTES_PER_DAY = 1440.0
+GENERATOR_VERSION = 1  # bump whenever the output for a given seed changes: it names the cache files
 
 
 @dataclass(frozen=True)
@@ -56,13 +59,19 @@ class Archetype:
 # gold_earned, gold_spent, market_listings, market_sales, market_purchases, player_trades, chat_messages,
 # party_members, quests_completed.
 ARCHETYPES: tuple[Archetype, ...] = (
-    Archetype("casual", (2, 35, 3, 2, 15, 3e3, 0.4, 800, 600, 0.3, 0.2, 1, 0.3, 12, 1.5, 3), -2.2, -0.6, 0.5),
-    Archetype("regular", (4, 110, 5, 6, 50, 1.2e4, 0.8, 3e3, 2.5e3, 1.5, 1, 3, 1, 30, 3, 7), -2.0, -0.3, 0.5),
-    Archetype("hardcore", (6, 300, 8, 18, 150, 4e4, 1.2, 1.2e4, 1e4, 5, 3, 6, 2.5, 45, 4, 10), -1.6, 0.1, 0.5),
+    Archetype("casual", (2, 35, 3, 2, 15, 3e3, 0.4, 800, 600, 0.3, 0.2, 1, 0.3, 12, 1.5, 3),
+              night_logit=-2.2, regularity_logit=-0.6, level_spread=0.5),
+    Archetype("regular", (4, 110, 5, 6, 50, 1.2e4, 0.8, 3e3, 2.5e3, 1.5, 1, 3, 1, 30, 3, 7),
+              night_logit=-2.0, regularity_logit=-0.3, level_spread=0.5),
+    Archetype("hardcore", (6, 300, 8, 18, 150, 4e4, 1.2, 1.2e4, 1e4, 5, 3, 6, 2.5, 45, 4, 10),
+              night_logit=-1.6, regularity_logit=0.1, level_spread=0.5),
     # Humans who grind like bots: long online, many dungeon runs, fairly quiet and regular.
-    Archetype("grinder", (3, 600, 4, 30, 230, 5e4, 1, 1.8e4, 6e3, 2, 1.5, 2, 1.5, 12, 2.5, 4), -1.2, 0.6, 0.5),
-    Archetype("dungeon_bot", (1.5, 900, 2, 45, 300, 6e4, 1, 2.5e4, 2e3, 0.5, 0.3, 0.3, 0.5, 0.5, 0.3, 1), -1.0, 2.4, 0.4),
-    Archetype("market_bot", (1.5, 700, 2, 3, 20, 2e3, 0.1, 1.8e4, 4e3, 25, 15, 12, 8, 0.5, 0.2, 0.3), -1.1, 2.1, 0.4),
+    Archetype("grinder", (3, 600, 4, 30, 230, 5e4, 1, 1.8e4, 6e3, 2, 1.5, 2, 1.5, 12, 2.5, 4),
+              night_logit=-1.2, regularity_logit=0.6, level_spread=0.5),
+    Archetype("dungeon_bot", (1.5, 900, 2, 45, 300, 6e4, 1, 2.5e4, 2e3, 0.5, 0.3, 0.3, 0.5, 0.5, 0.3, 1),
+              night_logit=-1.0, regularity_logit=2.4, level_spread=0.4),
+    Archetype("market_bot", (1.5, 700, 2, 3, 20, 2e3, 0.1, 1.8e4, 4e3, 25, 15, 12, 8, 0.5, 0.2, 0.3),
+              night_logit=-1.1, regularity_logit=2.1, level_spread=0.4),
 )
 HUMAN_MIX = np.array([0.47, 0.36, 0.14, 0.03, 0.0, 0.0])
 BOT_MIX = np.array([0.0, 0.0, 0.0, 0.0, 0.5, 0.5])
@@ -75,7 +84,7 @@ OFF_DAY_P = np.array([0.22, 0.10, 0.05, 0.04, 0.0, 0.0])  # per archetype, human
 ACTIVE_DAYS = np.array([0.75, 0.90, 0.95, 0.95, 1.0, 1.0])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Players:
     """Per-player latent draws, each of shape (N,) or (N, k)."""
 
@@ -171,7 +180,8 @@ def _shares(rng: np.random.Generator, p: _Players, weekend: np.ndarray, k: int, 
     out *= p.share_sd[:, k, None]
     out += p.share_logit[:, k, None]
     if k == 0:  # humans stay up later at the weekend
-        out += np.where(weekend & (p.weekend_boost[:, None] > 1), np.float32(WEEKEND_NIGHT_LOGIT), np.float32(0.0))
+        late = weekend & (p.weekend_boost[:, None] > 1)
+        out += np.where(late, np.float32(WEEKEND_NIGHT_LOGIT), np.float32(0.0))
     np.negative(out, out=out)
     np.exp(out, out=out)
     out += 1
@@ -208,9 +218,9 @@ def generate(
 ) -> pd.DataFrame:
     """Long-form frame: player_id, day, the 18 FEATURES (float32), label (int8, 1 = bot); sorted by player, day."""
     if n_players < 1 or sequence_length < 1:
-        raise ValueError("n_players and sequence_length must be at least 1")
+        raise UsageError(f"generate: players ({n_players}) and sequence length ({sequence_length}) must be >= 1")
     if not (0.0 <= bot_share <= 1.0 and 0.0 <= label_noise <= 1.0):
-        raise ValueError("bot_share and label_noise must lie in [0, 1]")
+        raise UsageError(f"generate: bot share ({bot_share}) and label noise ({label_noise}) must lie in [0, 1]")
     rng = np.random.default_rng(seed)
     players = _draw_players(rng, n_players, bot_share)
     block = _features(rng, players, sequence_length)

@@ -187,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # TF logs one INFO line per all-reduce: thousands of lines that would bury the worker's own.
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)
     try:
         code = run_worker(Path(args[0]), int(args[1]))
     except Exception:  # noqa: BLE001 - a broken launch file; the traceback goes to worker.log

@@ -6,26 +6,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from tests.integration._util import PERFKIT
+from tests.integration._util import only_run as _only_run
+from tests.integration._util import perfkit as _perfkit
+
 pytestmark = pytest.mark.integration
-
-PERFKIT = [sys.executable, "-m", "perfkit"]
-
-
-def _perfkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*PERFKIT, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def _only_run(results: Path) -> Path:
-    runs = [p for p in results.iterdir() if (p / "run.json").is_file()]
-    assert len(runs) == 1, runs
-    return runs[0]
 
 
 def test_single_run_records_every_step_epoch_and_cpu_sample(tmp_path: Path) -> None:

@@ -1,0 +1,60 @@
+"""Helpers for the integration tests: run the real `perfkit` command and find what it wrote."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+PERFKIT = [sys.executable, "-m", "perfkit"]
+
+
+def perfkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*PERFKIT, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*PERFKIT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def only_run(results: Path) -> Path:
+    runs = [p for p in results.iterdir() if (p / "run.json").is_file()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def meta(run: Path) -> dict[str, Any]:
+    return json.loads((run / "run.json").read_text())
+
+
+def wait_for_status(results: Path, worker: int, key: str, value: Any, proc: subprocess.Popen[str],
+                    timeout: float = 240) -> dict[str, Any]:
+    """Poll a worker's status.json until ``key`` reaches ``value`` (>= for numbers)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in results.glob(f"*/workers/{worker}/status.json"):
+            try:
+                status = json.loads(path.read_text())
+            except ValueError:
+                continue
+            got = status.get(key)
+            if got == value or (isinstance(value, int) and isinstance(got, int) and got >= value):
+                return status
+        if proc.poll() is not None:
+            raise AssertionError(f"perfkit ended early ({proc.returncode}): {proc.communicate()[1][-3000:]}")
+        time.sleep(0.3)
+    raise AssertionError(f"worker {worker} never reached {key}={value}")
+
+
+def worker_processes() -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info.get("cmdline") or []
+        if "perfkit.trainer.worker_main" in cmd:
+            out.append(p)
+    return out

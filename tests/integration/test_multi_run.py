@@ -1,0 +1,156 @@
+"""Real multi-worker clusters of worker processes on loopback, through the `perfkit` command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from tests.integration._util import meta, only_run, perfkit, start, wait_for_status, worker_processes
+
+pytestmark = pytest.mark.integration
+
+TINY = ("--preset", "tiny", "--sample-interval", "0.25", "--connect-timeout", "90")
+
+
+def _assert_no_orphans() -> None:
+    deadline = time.monotonic() + 10
+    while worker_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not worker_processes(), "worker processes were left running"
+
+
+def test_two_local_workers_record_every_step(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    proc = perfkit("run", "--mode", "multi", "--workers", "2", *TINY, "--results-dir", str(results))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "workers" in proc.stdout and "run directory:" in proc.stdout
+    run = only_run(results)
+    m = meta(run)
+    assert m["status"] == "complete" and m["strategy"] == "MultiWorkerMirroredStrategy"
+    assert m["cluster"]["num_workers"] == 2 and m["cluster"]["cpu_budget"]["mechanism"] == "affinity+thread-caps"
+    assert [w["state"] for w in m["workers"]] == ["done", "done"]
+    assert all(w["anchor_wall_ns"] and w["host"] for w in m["workers"])
+    steps_per_epoch = 2048 // 256
+    for i in range(2):
+        steps = pd.read_parquet(run / f"workers/{i}/steps.parquet")
+        epochs = pd.read_parquet(run / f"workers/{i}/epochs.parquet")
+        assert len(steps) == 2 * steps_per_epoch and steps["samples"].eq(128).all()
+        assert len(epochs) == 2 and epochs["val_accuracy"].notna().all()
+        assert (run / f"workers/{i}/worker.log").stat().st_size > 0
+    cpu = pd.read_parquet(run / "cpu.parquet")
+    assert set(cpu["worker"]) >= {-1, 0, 1} and cpu.loc[cpu["worker"] >= 0, "cpu_percent"].max() > 20
+    _assert_no_orphans()
+
+
+def test_emulated_unequal_hosts_hold_the_small_host_to_its_budget(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text('[[hosts]]\nname = "big"\naddress = "127.0.0.1"\ncores = 3\nworkers = 1\nbase_port = 20000\n'
+                       '[[hosts]]\nname = "small"\naddress = "127.0.0.2"\ncores = 1\nworkers = 1\n'
+                       'base_port = 20000\n')
+    results = tmp_path / "results"
+    proc = perfkit("run", "--mode", "multi", "--cluster", str(cluster), *TINY, "--epochs", "4",
+                   "--results-dir", str(results), "--quiet")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = only_run(results)
+    budget = meta(run)["cluster"]["cpu_budget"]
+    cores = len(os.sched_getaffinity(0))
+    assert budget["emulated"] and budget["host_budgets_cores"]["small"] == pytest.approx(cores / 4)
+    assert budget["mechanism"] in ("cgroup-v1", "cgroup-v2", "affinity+thread-caps")
+    cpu = pd.read_parquet(run / "cpu.parquet")
+    steps = pd.read_parquet(run / "workers/1/steps.parquet")
+    window = cpu[(cpu["t_ns"] >= steps["t_start_ns"].min()) & (cpu["t_ns"] <= steps["t_end_ns"].max())]
+    small = window[window["host"] == "small"].groupby("t_ns")["cpu_percent"].sum()
+    assert len(small) >= 8
+    if budget["mechanism"].startswith("cgroup"):
+        limit = budget["quota"]["quota_cores"]["small"] * 100
+        assert small.median() <= limit + 15, (small.median(), limit)
+    assert not list(Path("/sys/fs/cgroup/cpu/perfkit").glob(f"{run.name}-*")), "cgroups must be removed"
+
+
+def test_a_worker_that_never_joins_is_named_within_the_timeout(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text('[[hosts]]\nname = "a"\naddress = "127.0.0.1"\ncores = 1\nworkers = 1\nbase_port = 23170\n'
+                       '[[hosts]]\nname = "b"\naddress = "127.0.0.1"\ncores = 1\nworkers = 1\nbase_port = 23171\n')
+    t0 = time.monotonic()
+    proc = perfkit("run", "--mode", "multi", "--cluster", str(cluster), "--task-index", "0", "--run-id", "lone",
+                   "--preset", "tiny", "--connect-timeout", "8", "--results-dir", str(tmp_path / "r"), "--quiet")
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 1
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "did not form within 8 s" in line and "1 (b 127.0.0.1:23171)" in line and "0 (a" not in line
+    assert elapsed < 60
+    m = meta(tmp_path / "r" / "lone--w0")
+    assert m["status"] == "failed" and m["failure"]["missing"] == [1] and m["run_id"] == "lone"
+    _assert_no_orphans()
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_worker_fails_the_run_and_names_it(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    proc = start("run", "--mode", "multi", "--workers", "2", *TINY, "--epochs", "100", "--results-dir",
+                 str(results), "--quiet")
+    try:
+        status = wait_for_status(results, 1, "epochs_done", 1, proc)
+        os.kill(status["pid"], signal.SIGKILL)
+        killed_at = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        assert time.monotonic() - killed_at < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1 and "worker 1" in err and "SIGKILL" in err and "Traceback" not in err
+    run = only_run(results)
+    m = meta(run)
+    assert m["status"] == "failed" and m["failure"]["worker"] == 1 and m["failure"]["signal"] == "SIGKILL"
+    assert m["failure"]["last_log_lines"]
+    assert len(pd.read_parquet(run / "workers/1/epochs.parquet")) >= 1, "records until the kill are kept"
+    assert len(pd.read_parquet(run / "cpu.parquet")) > 0
+    _assert_no_orphans()
+
+
+@pytest.mark.slow
+def test_max_restarts_resumes_and_trains_exactly_the_requested_epochs(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    proc = start("run", "--mode", "multi", "--workers", "2", *TINY, "--epochs", "5", "--max-restarts", "1",
+                 "--results-dir", str(results), "--quiet")
+    try:
+        status = wait_for_status(results, 1, "epochs_done", 2, proc)
+        os.kill(status["pid"], signal.SIGKILL)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    run = only_run(results)
+    m = meta(run)
+    assert m["status"] == "complete" and len(m["restarts"]) == 1 and "worker 1" in m["restarts"][0]["after"]
+    epochs = pd.read_parquet(run / "workers/0/epochs.parquet")
+    final = epochs.sort_values("attempt").groupby("epoch").tail(1)
+    assert sorted(final["epoch"]) == [0, 1, 2, 3, 4]
+    assert final["attempt"].max() == 1 and final.loc[final["epoch"] == 0, "attempt"].item() == 0
+    _assert_no_orphans()
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_worker_and_marks_interrupted(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    proc = start("run", "--mode", "multi", "--workers", "2", *TINY, "--epochs", "100", "--results-dir",
+                 str(results), "--quiet")
+    try:
+        wait_for_status(results, 0, "epochs_done", 1, proc)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err
+    m = meta(only_run(results))
+    assert m["status"] == "interrupted"
+    assert psutil.pid_exists(m["workers"][0]["pid"]) is False or not worker_processes()
+    _assert_no_orphans()
