@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -40,7 +41,8 @@ def runs_command(
         status = s.status if s.status == "complete" else f"[yellow]{s.status}[/yellow]"
         table.add_row(path.name, status, s.mode, s.preset, str(s.epochs), fmt(s.steady_epoch_s, ".1f"),
                       fmt(s.val_accuracy, ".4f"))
-    console = Console()
+    # Piped output (scripts, tests) gets a fixed width instead of rich's 80-column fallback.
+    console = Console(width=None if sys.stdout.isatty() else 120)
     if count == 0:
         console.print(f"no runs in {results_dir}")
         return
