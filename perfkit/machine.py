@@ -54,3 +54,8 @@ def versions() -> dict[str, Any]:
         "keras": _version("tf-keras") or _version("tf_keras"),
         "python": sys.version.split()[0],
     }
+
+
+def command_started_ns() -> int:
+    """Wall-clock time this process was started, for 'time from command to first step'."""
+    return int(psutil.Process().create_time() * 1e9)

@@ -31,6 +31,19 @@ class RunSummary:
     cpu_p95: float
     val_accuracy: float
     val_auc: float
+    startup_s: float  # from the command's start to the first training step, on the wall clock
+
+
+def startup_seconds(record: RunRecord) -> float:
+    """Command start to the earliest first step of any worker (each worker's anchor maps its clock)."""
+    started = record.meta.get("command_started_wall_ns")
+    anchors = {w["index"]: w for w in record.meta.get("workers") or [] if w.get("anchor_wall_ns")}
+    if not started or record.steps.empty or not anchors:
+        return math.nan
+    firsts = record.steps.groupby("worker")["t_start_ns"].min()
+    walls = [anchors[w]["anchor_wall_ns"] + (int(t) - anchors[w]["anchor_mono_ns"])
+             for w, t in firsts.items() if w in anchors]
+    return (min(walls) - started) / 1e9 if walls else math.nan
 
 
 def final_attempt(df: pd.DataFrame) -> pd.DataFrame:
@@ -119,6 +132,7 @@ def summarize(record: RunRecord) -> RunSummary:
         cpu_p95=float(main["cpu_p95"].iloc[0]) if not main.empty else math.nan,
         val_accuracy=float(last["val_accuracy"]) if last is not None else math.nan,
         val_auc=float(last["val_auc"]) if last is not None else math.nan,
+        startup_s=startup_seconds(record),
     )
 
 

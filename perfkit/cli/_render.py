@@ -79,7 +79,8 @@ def summary_table(summary: RunSummary, epochs: Any) -> Table:
     table.caption = (
         f"{steady} {fmt(summary.steady_epoch_s, '.1f', ' s')} · steady {fmt(summary.steady_samples_per_s, ',.0f')}"
         f" samples/s · fit {fmt(summary.fit_s, '.1f', ' s')} · CPU mean {fmt(summary.cpu_mean, '.0f', '%')}"
-        f" p95 {fmt(summary.cpu_p95, '.0f', '%')} (100% = one core)"
+        f" p95 {fmt(summary.cpu_p95, '.0f', '%')} (100% = one core) · command to first step"
+        f" {fmt(summary.startup_s, '.1f', ' s')}"
     )
     return table
 

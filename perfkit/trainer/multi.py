@@ -17,7 +17,7 @@ from typing import Any
 from perfkit.cluster import ClusterSpec, check_ports_free
 from perfkit.config import RunConfig, sanitize_id
 from perfkit.errors import UsageError
-from perfkit.machine import hostname, machine_info, versions
+from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.results import RunDir, new_run_id
 from perfkit.trainer import cpubudget
@@ -142,5 +142,5 @@ def _meta(cfg: RunConfig, opts: MultiOptions, run_id: str, data_info: dict[str, 
         "config": cfg.to_dict(), "data": data_info,
         "cluster": {**opts.cluster.to_dict(), "num_workers": opts.cluster.num_workers,
                     "local_workers": list(opts.local_workers)},
-        "versions": versions(), "machine": machine_info(),
+        "versions": versions(), "machine": machine_info(), "command_started_wall_ns": command_started_ns(),
     }

@@ -15,7 +15,7 @@ from typing import Any
 
 from perfkit.config import RunConfig, sanitize_id
 from perfkit.errors import PerfkitError, RunFailed, RunInterrupted
-from perfkit.machine import hostname, machine_info, versions
+from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, SamplerResult, Target
 from perfkit.profiler.steps import StepLog
 from perfkit.results import RunDir, new_run_id
@@ -115,4 +115,5 @@ def _initial_meta(cfg: RunConfig, data: PreparedData, host: str) -> dict[str, An
         },
         "versions": versions(),
         "machine": machine_info(),
+        "command_started_wall_ns": command_started_ns(),
     }

@@ -70,3 +70,14 @@ def test_empty_run_gives_nan_not_numbers(tmp_path: Path) -> None:
     assert s.status == "failed" and s.epochs == 0
     assert math.isnan(s.steady_epoch_s) and math.isnan(s.cpu_mean)
     assert epoch_table(rec).empty and cpu_table(rec).empty
+
+
+def test_startup_is_command_start_to_first_step_on_the_wall_clock(tmp_path: Path) -> None:
+    from perfkit.analysis.summary import startup_seconds
+
+    rec = _make_run(tmp_path, [2.0, 2.0])
+    # the worker's monotonic 0 (its first step) is wall 100 s; the command started at wall 88 s
+    meta = {**rec.meta, "command_started_wall_ns": 88 * S,
+            "workers": [{"index": 0, "anchor_wall_ns": 100 * S, "anchor_mono_ns": 0}]}
+    assert startup_seconds(RunRecord(rec.path, meta, rec.steps, rec.epochs, rec.cpu, rec.system)) == pytest.approx(12.0)
+    assert math.isnan(startup_seconds(rec))
