@@ -22,7 +22,7 @@ from perfkit.profiler.sampler import Sampler, Target
 from perfkit.results import RunDir, new_run_id
 from perfkit.trainer import cpubudget
 from perfkit.trainer.events import NullObserver, Observer
-from perfkit.trainer.launcher import Launcher, raise_for, supervise, write_launch_file
+from perfkit.trainer.launcher import Failure, Launcher, raise_for, supervise, write_launch_file
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,12 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
     failure, restarts = None, []
     try:
         failure, restarts = supervise(launcher, opts.max_restarts, write_launch)
+    except KeyboardInterrupt:  # between two waits, e.g. while workers were being started
+        launcher.interrupt()
+        failure = Failure("interrupted", "interrupted by the user (Ctrl-C)", {})
+    except Exception as exc:  # noqa: BLE001 - recorded in run.json, then reported as a failed run
+        log.exception("launcher failed")
+        failure = Failure("failed", f"launcher error: {type(exc).__name__}: {exc}", {})
     finally:
         launcher.stop()
         observer.training_finished()
