@@ -8,9 +8,7 @@ renamed into place, so a crash or Ctrl-C never leaves a half-written file behind
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from perfkit._atomic import atomic_write
 from perfkit.config import sanitize_id
 from perfkit.errors import ResultsError, UsageError
 
@@ -35,25 +34,13 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_json(path: Path, obj: Any) -> None:
     text = json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
-    _atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
 
 
 def write_parquet(path: Path, df: pd.DataFrame) -> None:
-    _atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False))
+    atomic_write(path, lambda fh: df.to_parquet(fh, index=False))
 
 
 def new_run_id(mode: str, label: str | None = None, now: datetime | None = None) -> str:

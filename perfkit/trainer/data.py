@@ -8,7 +8,6 @@ the file's path, so the CLI can show it as is.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from perfkit._atomic import atomic_write
 from perfkit.errors import DataError
 from perfkit.trainer.synth import FEATURES, GENERATOR_VERSION, generate
 
@@ -345,20 +345,11 @@ def write_table(df: pd.DataFrame, path: str | Path) -> Path:
     interrupted write never leaves a half file under the final name."""
     path = Path(path)
     suffix = _check_suffix(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "xb") as fh:  # not mkstemp: its 0600 mode would survive the rename
-            if suffix == ".parquet":
-                _write_parquet(df, fh)
-            else:
-                df.to_csv(fh, index=False)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise DataError(f"{path}: cannot write: {_one_line(exc)}") from None
-        raise
+        atomic_write(path, (lambda fh: _write_parquet(df, fh)) if suffix == ".parquet"
+                     else (lambda fh: df.to_csv(fh, index=False)))
+    except OSError as exc:
+        raise DataError(f"{path}: cannot write: {_one_line(exc)}") from None
     return path
 
 
