@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -41,6 +42,8 @@ def run_command(
                                           "with their CPU budgets (automatic when every address is local).")] = False,
     pin: Annotated[bool, typer.Option("--pin/--no-pin", help="multi: pin workers to cores and cap TF threads.")] = True,
     connect_timeout: Annotated[float, typer.Option(help="multi: seconds for the cluster to form.")] = 120.0,
+    stall_timeout: Annotated[float, typer.Option(help="multi: fail when no worker reports progress for this "
+                                                 "many seconds (a hung peer or collective).")] = 600.0,
     max_restarts: Annotated[int, typer.Option(help="multi: restart the cluster up to K times after a worker "
                                               "dies; training resumes from the last completed epoch.")] = 0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary; print only the run directory.")] = False,
@@ -58,6 +61,9 @@ def run_command(
             from perfkit.trainer.multi import run_multi
 
             opts = _multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts)
+            if stall_timeout <= 0:
+                raise UsageError("--stall-timeout: must be > 0 seconds")
+            opts = replace(opts, stall_timeout=stall_timeout)
             path = run_multi(cfg, opts, results_dir, observer, run_id=run_id)
         else:
             _no_multi_flags(workers=workers, cluster=cluster, host=host, task_index=task_index)

@@ -56,9 +56,12 @@ class Failure:
 
 class Launcher:
     def __init__(self, run: RunDir, cluster: ClusterSpec, placements: list[Placement], quota: CpuQuota,
-                 sampler: Sampler, observer: Observer, connect_timeout: float) -> None:
+                 sampler: Sampler, observer: Observer, connect_timeout: float, stall_timeout: float = 600.0) -> None:
         self.run, self.cluster, self.quota = run, cluster, quota
         self.sampler, self.observer, self.connect_timeout = sampler, observer, connect_timeout
+        self.stall_timeout = stall_timeout
+        self._last_seen: dict[int, Any] = {}
+        self._heard: dict[int, float] = {}
         self.workers = [Worker(p) for p in placements]
         self._shown: dict[int, str] = {}
         self._progress_started = False
@@ -95,7 +98,25 @@ class Launcher:
                 deadline = 0.0
             if deadline and time.monotonic() > deadline:
                 return self._not_formed()
+            if not deadline:
+                stalled = self._stalled()
+                if stalled is not None:
+                    return stalled
             time.sleep(POLL_S)
+
+    def _stalled(self) -> Failure | None:
+        """A formed cluster whose running workers all stopped reporting: a hung peer or collective
+        (the processes live, so nothing else would end the wait)."""
+        running = [w for w in self.workers if w.proc is not None and w.proc.poll() is None]
+        if not running:
+            return None
+        quiet = time.monotonic() - max(self._heard.get(w.index, time.monotonic()) for w in running)
+        if quiet <= self.stall_timeout:
+            return None
+        names = ", ".join(f"{self._name(w)} ({w.status.get('state')}, epoch {w.status.get('epoch', '?')} step "
+                          f"{w.status.get('step', '?')})" for w in running)
+        return Failure("failed", f"no worker reported progress for {self.stall_timeout:g} s; still running: {names}",
+                       {"stalled": [w.index for w in running]})
 
     def _not_formed(self) -> Failure:
         """Name the workers that never joined: local ones that never reached 'connecting', and every
@@ -143,6 +164,9 @@ class Launcher:
                 w.status = json.loads((self.run.worker_dir(w.index) / "status.json").read_text())
             except (OSError, ValueError):
                 continue  # not written yet, or being replaced this instant
+            if w.status.get("t_wall_ns") != self._last_seen.get(w.index):
+                self._last_seen[w.index] = w.status.get("t_wall_ns")
+                self._heard[w.index] = time.monotonic()
             state = str(w.status.get("state"))
             if self._shown.get(w.index) != state:
                 self._shown[w.index] = state
@@ -151,7 +175,7 @@ class Launcher:
 
     def _report_progress(self) -> None:
         lead = self.workers[0].status
-        if not self._progress_started and lead.get("state") == "training":
+        if not self._progress_started and lead.get("state") == "training" and "steps_per_epoch" in lead:
             self._progress_started = True
             self.observer.training_started(int(lead["epochs"]), int(lead["steps_per_epoch"]), self._total_cpu)
         if not self._progress_started:

@@ -36,6 +36,7 @@ class MultiOptions:
     pin: bool = True
     connect_timeout: float = 120.0
     max_restarts: int = 0
+    stall_timeout: float = 600.0
 
 
 def select_local(cluster: ClusterSpec, host: str | None, task_index: int | None) -> tuple[tuple[int, ...], str | None]:
@@ -81,7 +82,8 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
 def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cpubudget.Placement],
             quota: cpubudget.CpuQuota, observer: Observer, results_dir: Path) -> Path:
     sampler = Sampler(cfg.sample_interval, [Target(os.getpid(), -1, "launcher", hostname())])
-    launcher = Launcher(run, opts.cluster, placements, quota, sampler, observer, opts.connect_timeout)
+    launcher = Launcher(run, opts.cluster, placements, quota, sampler, observer, opts.connect_timeout,
+                        opts.stall_timeout)
 
     def write_launch(attempt: int) -> None:
         write_launch_file(run, {

@@ -1,0 +1,61 @@
+"""The launcher's wait loop with stand-in worker processes: no TensorFlow, no real workers."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from perfkit.cluster import local_cluster
+from perfkit.profiler.sampler import Sampler
+from perfkit.results import RunDir
+from perfkit.trainer.cpubudget import CpuQuota, Placement
+from perfkit.trainer.events import NullObserver
+from perfkit.trainer.launcher import Launcher
+
+
+class FakeProc:
+    def __init__(self, pid: int, code: int | None = None) -> None:
+        self.pid, self.returncode = pid, code
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+
+def _launcher(tmp_path: Path, states: list[dict], codes: list[int | None], **kw: float) -> Launcher:
+    run = RunDir.create(tmp_path, "r", {})
+    cluster = local_cluster(len(states), 2.0)
+    placements = [Placement(i, "localhost", None, None, None) for i in range(len(states))]
+    launcher = Launcher(run, cluster, placements, CpuQuota("r"), Sampler(0.5), NullObserver(), **kw)
+    for i, (state, code) in enumerate(zip(states, codes)):
+        (run.worker_dir(i) / "status.json").write_text(json.dumps({"index": i, "t_wall_ns": 1, **state}))
+        launcher.workers[i].proc = FakeProc(1000 + i, code)  # type: ignore[assignment]
+    return launcher
+
+
+def test_a_formed_cluster_that_stops_reporting_is_a_failure_naming_the_workers(tmp_path: Path) -> None:
+    states = [{"state": "training", "epoch": 1, "step": 7}, {"state": "training", "epoch": 1, "step": 7}]
+    launcher = _launcher(tmp_path, states, [None, None], connect_timeout=60, stall_timeout=0.5)
+    t0 = time.monotonic()
+    failure = launcher.wait()
+    assert failure is not None and time.monotonic() - t0 < 5
+    assert "no worker reported progress for 0.5 s" in failure.message and "epoch 1 step 7" in failure.message
+    assert failure.details == {"stalled": [0, 1]}
+
+
+def test_a_dead_worker_is_named_with_its_exit_code(tmp_path: Path) -> None:
+    states = [{"state": "training"}, {"state": "failed", "error": "ValueError: boom"}]
+    failure = _launcher(tmp_path, states, [None, 3], connect_timeout=60).wait()
+    assert failure is not None and failure.details["worker"] == 1 and failure.details["exit_code"] == 3
+    assert "exited with code 3: ValueError: boom" in failure.message
+
+
+def test_local_workers_stuck_before_connecting_are_named_at_the_connect_timeout(tmp_path: Path) -> None:
+    states = [{"state": "connecting"}, {"state": "loading-data"}]
+    failure = _launcher(tmp_path, states, [None, None], connect_timeout=0.3).wait()
+    assert failure is not None and failure.details == {"missing": [1]}
+    assert "did not form within 0.3 s" in failure.message
+
+
+def test_all_workers_exiting_zero_is_success(tmp_path: Path) -> None:
+    assert _launcher(tmp_path, [{"state": "done"}] * 2, [0, 0], connect_timeout=60).wait() is None
