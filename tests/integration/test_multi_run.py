@@ -79,12 +79,12 @@ def test_a_worker_that_never_joins_is_named_within_the_timeout(tmp_path: Path) -
                        '[[hosts]]\nname = "b"\naddress = "127.0.0.1"\ncores = 1\nworkers = 1\nbase_port = 23171\n')
     t0 = time.monotonic()
     proc = perfkit("run", "--mode", "multi", "--cluster", str(cluster), "--task-index", "0", "--run-id", "lone",
-                   "--preset", "tiny", "--connect-timeout", "8", "--results-dir", str(tmp_path / "r"), "--quiet")
+                   "--preset", "tiny", "--connect-timeout", "30", "--results-dir", str(tmp_path / "r"), "--quiet")
     elapsed = time.monotonic() - t0
     assert proc.returncode == 1
     line = proc.stderr.strip().splitlines()[-1]
-    assert "did not form within 8 s" in line and "1 (b 127.0.0.1:23171)" in line and "0 (a" not in line
-    assert elapsed < 60
+    assert "did not form within 30 s" in line and "1 (b 127.0.0.1:23171)" in line and "0 (a" not in line
+    assert elapsed < 90
     m = meta(tmp_path / "r" / "lone--w0")
     assert m["status"] == "failed" and m["failure"]["missing"] == [1] and m["run_id"] == "lone"
     _assert_no_orphans()
