@@ -193,17 +193,19 @@ class Launcher:
         return sum(values) if values else None
 
     def _dead_worker(self) -> Failure | None:
-        for w in self.workers:
-            code = w.proc.poll() if w.proc is not None else None
-            if code is None or code == 0:
-                continue
-            error = w.status.get("error")
-            details = {"worker": w.index, "host": w.placement.host, "pid": w.proc.pid if w.proc else None,
-                       "exit_code": code, "signal": signal.Signals(-code).name if code < 0 else None,
-                       "state": w.status.get("state"), "last_log_lines": self._tail(w.index)}
-            text = f"worker {self._name(w)} {_exit_text(code)}" + (f": {error}" if error else "")
-            return Failure("failed", text, details)
-        return None
+        dead = [w for w in self.workers if w.proc is not None and w.proc.poll() not in (None, 0)]
+        if not dead:
+            return None
+        # A peer's death makes the survivors fail within a second with UnavailableError, so several can
+        # be found dead in one poll: blame the one that died first, by a signal or of its own error.
+        first = min(dead, key=lambda w: (w.proc.returncode >= 0, _is_consequence(w.status.get("error")), w.index))
+        code, error = first.proc.returncode, first.status.get("error")
+        details = {"worker": first.index, "host": first.placement.host, "pid": first.proc.pid, "exit_code": code,
+                   "signal": signal.Signals(-code).name if code < 0 else None, "state": first.status.get("state"),
+                   "last_log_lines": self._tail(first.index),
+                   "also_exited": [w.index for w in dead if w is not first]}
+        text = f"worker {self._name(first)} {_exit_text(code)}" + (f": {error}" if error else "")
+        return Failure("failed", text, details)
 
     def _tail(self, index: int, lines: int = 15) -> list[str]:
         try:
@@ -243,6 +245,11 @@ def _worker_env() -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # the worker log keeps TF's warnings
     return env
+
+
+def _is_consequence(error: str | None) -> bool:
+    """An error that a worker gets because a peer went away, not a cause of its own."""
+    return bool(error) and ("UnavailableError" in error or "aborted" in error)
 
 
 def _signal(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

@@ -59,3 +59,11 @@ def test_local_workers_stuck_before_connecting_are_named_at_the_connect_timeout(
 
 def test_all_workers_exiting_zero_is_success(tmp_path: Path) -> None:
     assert _launcher(tmp_path, [{"state": "done"}] * 2, [0, 0], connect_timeout=60).wait() is None
+
+
+def test_the_worker_that_died_first_is_blamed_not_the_peer_that_lost_it(tmp_path: Path) -> None:
+    states = [{"state": "failed", "error": "UnavailableError: Collective ops is aborted by: connection reset"},
+              {"state": "training"}]
+    failure = _launcher(tmp_path, states, [1, -9], connect_timeout=60).wait()
+    assert failure is not None and failure.details["worker"] == 1 and failure.details["signal"] == "SIGKILL"
+    assert failure.details["also_exited"] == [0] and "killed by SIGKILL" in failure.message
