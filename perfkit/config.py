@@ -91,6 +91,13 @@ class RunConfig:
         for flag, ok, why in checks:
             if not ok:
                 raise UsageError(f"{flag}: {why}")
+        self.check_batch(self.train_players, self.test_players)
+
+    def check_batch(self, n_train: int, n_test: int) -> None:
+        """Every epoch needs at least one whole global batch of training and of validation rows."""
+        for what, n in (("training", n_train), ("validation", n_test)):
+            if self.batch_size > n:
+                raise UsageError(f"--batch-size: {self.batch_size} is larger than the {n} {what} sequences")
 
     @classmethod
     def from_preset(cls, mode: Mode, preset: str, **overrides: Any) -> RunConfig:

@@ -20,9 +20,11 @@ def runs_command(
     """List runs with status, mode, preset, epochs and steady epoch time."""
     from perfkit.analysis.summary import summarize
     from perfkit.cli._render import fmt
-    from perfkit.errors import ResultsError
+    from perfkit.errors import ResultsError, UsageError
     from perfkit.results import RunRecord, iter_run_dirs
 
+    if results_dir.exists() and not results_dir.is_dir():
+        raise UsageError(f"--results-dir: {results_dir} is not a directory")
     paths = list(iter_run_dirs(results_dir))
     table = Table(title=f"runs in {results_dir}")
     # Run ids are what users copy into other commands: never wrap or truncate them.

@@ -148,7 +148,10 @@ class Launcher:
                 proc.wait(timeout=max(0.1, end - time.monotonic()))
             except subprocess.TimeoutExpired:
                 _signal(proc, signal.SIGKILL)
-                proc.wait(timeout=30)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:  # stuck in the kernel (D state): say so, never hang
+                    log.error("worker pid %d did not exit 30 s after SIGKILL", proc.pid)
 
     def interrupt(self) -> None:
         # SIGINT first: a worker turns it into KeyboardInterrupt and saves what it recorded.

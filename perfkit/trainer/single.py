@@ -35,6 +35,7 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
     observer.phase("preparing data")
     data = prepare(data_path=cfg.data_path, cache_dir=results_dir / "datasets", train_players=cfg.train_players,
                    test_players=cfg.test_players, seed=cfg.seed, sequence_length=cfg.sequence_length)
+    cfg.check_batch(len(data.y_train), len(data.y_test))  # a user's file may hold fewer rows than the preset
     host = hostname()
     run = RunDir.create(results_dir, rid, _initial_meta(cfg, data, host))
     sampler = Sampler(cfg.sample_interval, [Target(os.getpid(), 0, "trainer", host)])

@@ -90,21 +90,27 @@ def test_a_worker_that_never_joins_is_named_within_the_timeout(tmp_path: Path) -
     _assert_no_orphans()
 
 
-@pytest.mark.slow
-def test_kill_9_of_a_worker_fails_the_run_and_names_it(tmp_path: Path) -> None:
-    results = tmp_path / "results"
-    proc = start("run", "--mode", "multi", "--workers", "2", *TINY, "--epochs", "100", "--results-dir",
-                 str(results), "--quiet")
+def _kill_worker_1(results: Path, after_epochs: int, *args: str, timeout: float) -> tuple[int, str, float]:
+    """A 2-worker run whose worker 1 gets SIGKILL after ``after_epochs`` epochs: exit code, stderr and
+    the seconds the launcher took to end after the kill."""
+    proc = start("run", "--mode", "multi", "--workers", "2", *TINY, *args, "--results-dir", str(results), "--quiet")
     try:
-        status = wait_for_status(results, 1, "epochs_done", 1, proc)
+        status = wait_for_status(results, 1, "epochs_done", after_epochs, proc)
         os.kill(status["pid"], signal.SIGKILL)
         killed_at = time.monotonic()
-        _, err = proc.communicate(timeout=60)
-        assert time.monotonic() - killed_at < 10
+        _, err = proc.communicate(timeout=timeout)
+        return proc.returncode, err, time.monotonic() - killed_at
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 1 and "worker 1" in err and "SIGKILL" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_worker_fails_the_run_and_names_it(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    code, err, took = _kill_worker_1(results, 1, "--epochs", "100", timeout=60)
+    assert took < 10
+    assert code == 1 and "worker 1" in err and "SIGKILL" in err and "Traceback" not in err
     run = only_run(results)
     m = meta(run)
     assert m["status"] == "failed" and m["failure"]["worker"] == 1 and m["failure"]["signal"] == "SIGKILL"
@@ -117,16 +123,8 @@ def test_kill_9_of_a_worker_fails_the_run_and_names_it(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_max_restarts_resumes_and_trains_exactly_the_requested_epochs(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    proc = start("run", "--mode", "multi", "--workers", "2", *TINY, "--epochs", "5", "--max-restarts", "1",
-                 "--results-dir", str(results), "--quiet")
-    try:
-        status = wait_for_status(results, 1, "epochs_done", 2, proc)
-        os.kill(status["pid"], signal.SIGKILL)
-        _, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err[-3000:]
+    code, err, _ = _kill_worker_1(results, 2, "--epochs", "5", "--max-restarts", "1", timeout=300)
+    assert code == 0, err[-3000:]
     run = only_run(results)
     m = meta(run)
     assert m["status"] == "complete" and len(m["restarts"]) == 1 and "worker 1" in m["restarts"][0]["after"]

@@ -45,3 +45,13 @@ def test_sanitize_id_makes_one_safe_path_component() -> None:
     assert "/" not in sanitize_id("a/b\\c") and not sanitize_id(".hidden").startswith(".")
     with pytest.raises(UsageError, match="--run-id"):
         sanitize_id("../..")
+
+
+def test_a_batch_larger_than_either_split_is_refused_up_front() -> None:
+    with pytest.raises(UsageError, match="--batch-size: 4096 is larger than the 2048 training sequences"):
+        RunConfig.from_preset(Mode.single, "tiny", batch_size=4096)
+    with pytest.raises(UsageError, match="the 100 validation sequences"):
+        RunConfig.from_preset(Mode.single, "tiny", test_players=100)
+    cfg = RunConfig.from_preset(Mode.single, "tiny")
+    with pytest.raises(UsageError, match="the 10 training"):
+        cfg.check_batch(10, 1000)
