@@ -23,7 +23,7 @@ app = typer.Typer(
 def _register() -> None:
     # Each command module adds itself to `app`; imported here so that `perfkit --help` sees them all
     # while TensorFlow itself stays unimported until a command needs it.
-    from perfkit.cli import data, run, runs  # noqa: F401
+    from perfkit.cli import data, run, runs, tensorboard  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:

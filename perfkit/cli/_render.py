@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -94,3 +96,25 @@ def worker_lines(workers: Any) -> Table:
         table.add_row(str(w.worker), str(w.host), str(w.steps), fmt(w.step_median_s, ".3f"),
                       fmt(w.cpu_mean, ".0f", "%"), fmt(w.cpu_p95, ".0f", "%"), fmt(rss, ",.0f", " MiB"))
     return table
+
+
+def trace_lines(profile: Any, run_dir: Path) -> list[str]:
+    """One line per traced worker: its median step split as the trace saw it, and the cross-check."""
+    if not isinstance(profile, dict) or not profile.get("workers"):
+        return [] if not isinstance(profile, dict) or profile.get("spec") == "off" else [
+            f"profiler trace: none ({profile.get('error', 'no capture')})"]
+    window = profile.get("window") or {}
+    lines = [f"profiler trace of steps {window.get('first')}-{window.get('last')} "
+             f"(TensorBoard: perfkit tensorboard {run_dir.name}):"]
+    path = run_dir / "trace_steps.parquet"
+    med = pd.read_parquet(path).groupby("worker").median(numeric_only=True) if path.is_file() else None
+    for worker, entry in sorted(profile["workers"].items(), key=lambda kv: int(kv[0])):
+        if med is None or int(worker) not in med.index:
+            lines.append(f"  worker {worker}: {entry.get('status')} {entry.get('error') or ''}".rstrip())
+            continue
+        m = med.loc[int(worker)]
+        check = (f"trace vs step callback {100 * (entry['agreement'] - 1):+.1f}%" if "agreement" in entry
+                 else "no step callback match")
+        lines.append(f"  worker {worker}: step {m['step_s']:.3f} s = compute {m['compute_s']:.3f} + all-reduce "
+                     f"{m['collective_s']:.3f} + input {m['input_s']:.3f} + other {m['other_s']:.3f} ({check})")
+    return lines

@@ -46,6 +46,9 @@ def run_command(
                                                  "many seconds (a hung peer or collective).")] = 600.0,
     max_restarts: Annotated[int, typer.Option(help="multi: restart the cluster up to K times after a worker "
                                               "dies; training resumes from the last completed epoch.")] = 0,
+    profile_steps: Annotated[str, typer.Option(help="TF profiler trace window on every worker: global steps "
+                                               "'A-B' (1-based), or 'auto' (10 steps early in epoch 2).")] = "auto",
+    no_profile: Annotated[bool, typer.Option("--no-profile", help="No profiler trace window.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary; print only the run directory.")] = False,
 ) -> None:
     """Train the bot-player LSTM once and record steps, epochs and CPU% under RESULTS_DIR/<run-id>."""
@@ -53,6 +56,7 @@ def run_command(
         mode, preset, epochs=epochs, batch_size=batch_size, train_players=train_players, test_players=test_players,
         sequence_length=sequence_length, seed=seed, class_weight=parse_class_weight(class_weight),
         data_path=str(data) if data is not None else None, sample_interval=sample_interval, label=label,
+        profile_steps="off" if no_profile else profile_steps,
     )
     console = Console(stderr=False, quiet=quiet)
     observer = _observer(console, quiet)
@@ -119,7 +123,7 @@ def _observer(console: Console, quiet: bool):  # type: ignore[no-untyped-def]
 
 def _print_summary(console: Console, path: Path) -> None:
     from perfkit.analysis.summary import epoch_table, summarize, worker_table
-    from perfkit.cli._render import summary_table, worker_lines
+    from perfkit.cli._render import summary_table, trace_lines, worker_lines
     from perfkit.results import RunRecord
 
     record = RunRecord.load(path)
@@ -127,4 +131,6 @@ def _print_summary(console: Console, path: Path) -> None:
     workers = worker_table(record)
     if len(workers) > 1:
         console.print(worker_lines(workers))
+    for line in trace_lines(record.meta.get("profile"), path):
+        console.print(line)
     console.print(f"run directory: {path}")

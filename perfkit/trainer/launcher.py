@@ -226,7 +226,8 @@ class Launcher:
                  "role": "worker", "endpoint": self.cluster.workers[w.index].endpoint,
                  "cores": w.placement.cores, "threads": w.placement.threads,
                  "anchor_wall_ns": w.status.get("anchor_wall_ns"), "anchor_mono_ns": w.status.get("anchor_mono_ns"),
-                 "exit_code": w.proc.returncode if w.proc else None, "state": w.status.get("state")}
+                 "exit_code": w.proc.returncode if w.proc else None, "state": w.status.get("state"),
+                 "profile": w.status.get("profile")}
                 for w in self.workers]
 
 

@@ -19,6 +19,7 @@ from perfkit.config import RunConfig, sanitize_id
 from perfkit.errors import UsageError
 from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, Target
+from perfkit.profiler.traces import finish_traces
 from perfkit.results import RunDir, new_run_id
 from perfkit.trainer import cpubudget
 from perfkit.trainer.events import NullObserver, Observer
@@ -87,7 +88,7 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
 
     def write_launch(attempt: int) -> None:
         write_launch_file(run, {
-            "config": cfg.to_dict(), "cluster": opts.cluster.to_dict(), "cache_dir": str(results_dir / "datasets"),
+            "run_id": run.meta["run_id"], "config": cfg.to_dict(), "cluster": opts.cluster.to_dict(), "cache_dir": str(results_dir / "datasets"),
             "connect_timeout": opts.connect_timeout, "launcher_pid": os.getpid(), "attempt": attempt,
             "backup_dir": str(run.path / "backup") if opts.max_restarts > 0 else None,
             "workers": {str(p.index): {"host": p.host, "threads": p.threads, "cores": p.cores} for p in placements},
@@ -110,8 +111,10 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
         run.write_frame("cpu.parquet", sampled.cpu)
         run.write_frame("system.parquet", sampled.system)
         status = "complete" if failure is None else failure.status
+        workers = launcher.worker_records()
         run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
-                   failure=failure.details if failure else None, workers=launcher.worker_records())
+                   failure=failure.details if failure else None, workers=workers)
+        finish_traces(run, cfg, {str(w["index"]): w["profile"] for w in workers if w.get("profile")})
     raise_for(failure, run)
     return run.path
 

@@ -18,6 +18,8 @@ from perfkit.errors import PerfkitError, RunFailed, RunInterrupted
 from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, SamplerResult, Target
 from perfkit.profiler.steps import StepLog
+from perfkit.profiler.trace import CaptureTarget
+from perfkit.profiler.traces import finish_traces
 from perfkit.results import RunDir, new_run_id
 from perfkit.trainer.data import PreparedData, prepare
 from perfkit.trainer.events import NullObserver, Observer
@@ -42,25 +44,31 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
     steplog = StepLog(samples_per_step=cfg.batch_size)
     run.update(workers=[_worker_meta(0, host, steplog)])
     sampler.start()
-    status, error, raised = _train(cfg, data, run, sampler, steplog, observer)
+    captures: dict[str, dict[str, Any]] = {}
+    status, error, raised = _train(cfg, data, run, sampler, steplog, observer, captures)
     _save(run, steplog, sampler.stop(), status, error)
+    finish_traces(run, cfg, captures)
     if raised is not None:
         raise raised
     return run.path
 
 
 def _train(cfg: RunConfig, data: PreparedData, run: RunDir, sampler: Sampler, steplog: StepLog,
-           observer: Observer) -> tuple[str, str | None, PerfkitError | None]:
+           observer: Observer, captures: dict[str, dict[str, Any]]) -> tuple[str, str | None, PerfkitError | None]:
     from perfkit.trainer.strategy import mirrored
-    from perfkit.trainer.worker import fit, worker_log
+    from perfkit.trainer.worker import Instruments, fit, worker_log
 
     log_path = run.worker_dir(0) / "worker.log"
     with worker_log(log_path):
         try:
             strategy, info = mirrored()
             run.update(strategy=info.name, replicas=info.replicas, devices=list(info.devices))
+            host = run.meta["workers"][0]["host"]
+            instruments = Instruments(
+                capture=CaptureTarget(run.path, session=run.path.name, host_name=f"{host}-w0"),
+                scalars_dir=run.path / "tensorboard" / "w0", on_capture=lambda r: captures.update({"0": r}))
             fit(cfg, data, strategy, steplog, observer, cpu=lambda: sampler.latest().get(0),
-                on_plan=lambda plan: run.update(plan=asdict(plan)))
+                on_plan=lambda plan: run.update(plan=asdict(plan)), instruments=instruments)
             return "complete", None, None
         except KeyboardInterrupt:
             log.warning("interrupted by the user")

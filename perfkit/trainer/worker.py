@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from perfkit.config import RunConfig
+from perfkit.profiler import scalars, trace
 from perfkit.profiler.steps import StepLog, keras_callback
+from perfkit.profiler.trace import CaptureTarget
 from perfkit.trainer import dataset
 from perfkit.trainer.data import PreparedData
 from perfkit.trainer.events import Observer
@@ -27,6 +29,15 @@ class FitPlan:
     validation_steps: int  # whole global batches: the last partial one is left out on every worker
     local_batch: int
     params: int
+
+
+@dataclass(frozen=True)
+class Instruments:
+    """What besides the step recorder watches this process's fit: a profiler window and epoch scalars."""
+
+    capture: CaptureTarget | None = None  # None: no trace window (``--no-profile``)
+    scalars_dir: Path | None = None
+    on_capture: Callable[[dict[str, Any]], None] | None = None  # told how the capture ended
 
 
 @contextlib.contextmanager
@@ -53,7 +64,7 @@ def worker_log(path: Path) -> Iterator[None]:
 
 def fit(cfg: RunConfig, data: PreparedData, strategy: Any, steplog: StepLog, observer: Observer,
         cpu: Callable[[], float | None], num_workers: int = 1, on_plan: Callable[[FitPlan], None] | None = None,
-        backup_dir: Path | None = None) -> FitPlan:
+        backup_dir: Path | None = None, instruments: Instruments | None = None) -> FitPlan:
     """Train ``cfg.epochs`` epochs; every step and epoch lands in ``steplog`` as it happens."""
     from perfkit.trainer.model import build_model
 
@@ -74,22 +85,34 @@ def fit(cfg: RunConfig, data: PreparedData, strategy: Any, steplog: StepLog, obs
         on_plan(plan)
     observer.training_started(cfg.epochs, steps, cpu)
     callbacks = [keras_callback(steplog, on_step=observer.step, on_epoch=_epoch_hook(observer))]
+    capture = _add_instruments(callbacks, cfg, plan, instruments or Instruments())
     if backup_dir is not None:
         from perfkit._tf import keras
 
         # A restarted cluster resumes from the last completed epoch instead of starting over.
         callbacks.append(keras().callbacks.BackupAndRestore(str(backup_dir)))
-    model.fit(
-        train,
-        epochs=cfg.epochs,
-        steps_per_epoch=steps,
-        validation_data=val,
-        validation_steps=val_steps,
-        callbacks=callbacks,
-        verbose=0,
-    )
+    try:
+        model.fit(train, epochs=cfg.epochs, steps_per_epoch=steps, validation_data=val,
+                  validation_steps=val_steps, callbacks=callbacks, verbose=0)
+    finally:
+        if capture is not None:
+            capture.finish()  # a failed fit may leave the profiler running: stop what we started
+            if instruments and instruments.on_capture:
+                instruments.on_capture(capture.result)
     observer.training_finished()
     return plan
+
+
+def _add_instruments(callbacks: list[Any], cfg: RunConfig, plan: FitPlan,
+                     instruments: Instruments) -> trace.TraceCapture | None:
+    if instruments.scalars_dir is not None:
+        callbacks.append(scalars.keras_callback(instruments.scalars_dir))
+    window = trace.resolve(cfg.profile_steps, plan.steps_per_epoch, cfg.epochs)
+    if window is None or instruments.capture is None:
+        return None
+    capture = trace.tf_capture(window, instruments.capture)
+    callbacks.append(trace.keras_callback(capture, plan.steps_per_epoch))
+    return capture
 
 
 def _epoch_hook(observer: Observer) -> Callable[[int, Any], None]:

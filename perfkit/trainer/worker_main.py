@@ -36,6 +36,7 @@ class Status:
     """``workers/<i>/status.json``, rewritten atomically; step updates are throttled."""
 
     def __init__(self, path: Path, index: int) -> None:
+        self.index = index
         self.path, self._state = path, {"index": index, "pid": os.getpid(), "state": "starting"}
         self._last = 0.0
         self.write()
@@ -170,7 +171,8 @@ def _train(cfg: RunConfig, cluster: ClusterSpec, launch: dict[str, Any], status:
            steplog: StepLog, save: Callable[[], None]) -> None:
     from perfkit.trainer.data import prepare
     from perfkit.trainer.strategy import multi_worker
-    from perfkit.trainer.worker import fit
+    from perfkit.profiler.trace import CaptureTarget
+    from perfkit.trainer.worker import Instruments, fit
 
     status.write(state="loading-data")
     data = prepare(data_path=cfg.data_path, cache_dir=Path(launch["cache_dir"]), train_players=cfg.train_players,
@@ -179,8 +181,13 @@ def _train(cfg: RunConfig, cluster: ClusterSpec, launch: dict[str, Any], status:
     strategy, info = multi_worker()
     status.write(state="joined", replicas=info.replicas)
     backup = Path(launch["backup_dir"]) if launch.get("backup_dir") else None
+    index, host = status.index, launch["workers"][str(status.index)]["host"]
+    run_dir = status.path.parent.parent.parent
+    instruments = Instruments(
+        capture=CaptureTarget(run_dir, session=str(launch.get("run_id", run_dir.name)), host_name=f"{host}-w{index}"),
+        scalars_dir=run_dir / "tensorboard" / f"w{index}", on_capture=lambda r: status.write(profile=r))
     fit(cfg, data, strategy, steplog, _StatusObserver(status, save), cpu=lambda: None,
-        num_workers=cluster.num_workers, backup_dir=backup)
+        num_workers=cluster.num_workers, backup_dir=backup, instruments=instruments)
 
 
 def main(argv: list[str] | None = None) -> int:

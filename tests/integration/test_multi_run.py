@@ -45,7 +45,20 @@ def test_two_local_workers_record_every_step(tmp_path: Path) -> None:
         assert (run / f"workers/{i}/worker.log").stat().st_size > 0
     cpu = pd.read_parquet(run / "cpu.parquet")
     assert set(cpu["worker"]) >= {-1, 0, 1} and cpu.loc[cpu["worker"] >= 0, "cpu_percent"].max() > 20
+    _assert_multi_trace(run, m)
     _assert_no_orphans()
+
+
+def _assert_multi_trace(run: Path, m: dict) -> None:  # type: ignore[type-arg]
+    """Every worker captured steps 11-16 into one session, under its own name; all-reduce shows up."""
+    files = sorted(p.name for p in (run / "tensorboard/plugins/profile" / run.name).glob("*.xplane.pb"))
+    assert files == [f"{w['host']}-w{w['index']}.xplane.pb" for w in m["workers"]]
+    trace = pd.read_parquet(run / "trace_steps.parquet")
+    for i in range(2):
+        mine = trace[trace["worker"] == i]
+        assert mine[["epoch", "step"]].values.tolist() == [[1, s] for s in range(2, 8)]
+        assert (mine["collective_s"] > 0).all() and (mine["compute_s"] > 0).all()
+        assert m["profile"]["workers"][str(i)]["within_10pct"], m["profile"]["workers"][str(i)]
 
 
 def test_emulated_unequal_hosts_hold_the_small_host_to_its_budget(tmp_path: Path) -> None:
@@ -71,6 +84,11 @@ def test_emulated_unequal_hosts_hold_the_small_host_to_its_budget(tmp_path: Path
         limit = budget["quota"]["quota_cores"]["small"] * 100
         assert small.median() <= limit + 15, (small.median(), limit)
     assert not list(Path("/sys/fs/cgroup/cpu/perfkit").glob(f"{run.name}-*")), "cgroups must be removed"
+    if budget["mechanism"].startswith("cgroup"):
+        # The throttled worker computes longest and waits least: its all-reduce is the short one.
+        med = pd.read_parquet(run / "trace_steps.parquet").groupby("worker").median(numeric_only=True)
+        assert med.loc[1, "compute_s"] > med.loc[0, "compute_s"]
+        assert med.loc[0, "collective_s"] > med.loc[1, "collective_s"], med
 
 
 def test_a_worker_that_never_joins_is_named_within_the_timeout(tmp_path: Path) -> None:
@@ -108,7 +126,7 @@ def _kill_worker_1(results: Path, after_epochs: int, *args: str, timeout: float)
 @pytest.mark.slow
 def test_kill_9_of_a_worker_fails_the_run_and_names_it(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    code, err, took = _kill_worker_1(results, 1, "--epochs", "100", timeout=60)
+    code, err, took = _kill_worker_1(results, 1, "--epochs", "100", "--no-profile", timeout=60)
     assert took < 10
     assert code == 1 and "worker 1" in err and "SIGKILL" in err and "Traceback" not in err
     run = only_run(results)
@@ -117,6 +135,7 @@ def test_kill_9_of_a_worker_fails_the_run_and_names_it(tmp_path: Path) -> None:
     assert m["failure"]["last_log_lines"]
     assert len(pd.read_parquet(run / "workers/1/epochs.parquet")) >= 1, "records until the kill are kept"
     assert len(pd.read_parquet(run / "cpu.parquet")) > 0
+    assert m["profile"] == {"spec": "off", "workers": {}} and not (run / "tensorboard/plugins").exists()
     _assert_no_orphans()
 
 

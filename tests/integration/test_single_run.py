@@ -51,9 +51,26 @@ def test_single_run_records_every_step_epoch_and_cpu_sample(tmp_path: Path) -> N
     system = pd.read_parquet(run / "system.parquet")
     assert system["core"].nunique() == os.cpu_count()
     assert "epoch 2" in (run / "workers/0/worker.log").read_text()
+    _assert_single_trace(run, meta)
+    assert "profiler trace of steps 11-16" in proc.stdout
 
     listing = _perfkit("runs", "--results-dir", str(results))
     assert listing.returncode == 0 and run.name in listing.stdout and "complete" in listing.stdout
+
+
+def _assert_single_trace(run: Path, meta: dict) -> None:  # type: ignore[type-arg]
+    """The default window is global steps 11-16: epoch 2 (index 1), steps 2-7 of 8."""
+    profile = meta["profile"]
+    assert profile["window"] == {"first": 11, "last": 16}
+    host = meta["workers"][0]["host"]
+    files = sorted(p.name for p in (run / "tensorboard/plugins/profile" / run.name).glob("*.xplane.pb"))
+    assert files == [f"{host}-w0.xplane.pb"]
+    trace = pd.read_parquet(run / "trace_steps.parquet")
+    assert trace[["epoch", "step"]].values.tolist() == [[1, s] for s in range(2, 8)]
+    assert (trace["collective_s"] == 0).all() and (trace["compute_s"] > 0).all()
+    entry = profile["workers"]["0"]
+    assert entry["status"] == "captured" and entry["matched_steps"] == 6 and entry["within_10pct"], entry
+    assert list((run / "tensorboard/w0").glob("events.out.tfevents.*")), "epoch scalars for the Scalars tab"
 
 
 def test_bad_data_file_fails_in_one_line_and_creates_no_run(tmp_path: Path) -> None:

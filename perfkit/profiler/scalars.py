@@ -1,0 +1,84 @@
+"""Epoch scalars (loss, accuracy, AUC, their validation twins, this process's mean CPU%) as TensorBoard
+events, so the Scalars tab compares runs and workers side by side. Like the trace window, a failure to
+write them is logged once and never stops training."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SCALARS = ("loss", "accuracy", "auc", "val_loss", "val_accuracy", "val_auc")
+
+
+class CpuMeter:
+    """Mean CPU% of this process (100 = one core) between two calls."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._proc = psutil.Process()
+        self._last = self._read()
+
+    def _read(self) -> tuple[float, float]:
+        t = self._proc.cpu_times()
+        return time.monotonic(), t.user + t.system
+
+    def lap(self) -> float:
+        now = self._read()
+        (w0, c0), (w1, c1) = self._last, now
+        self._last = now
+        return 100.0 * (c1 - c0) / (w1 - w0) if w1 > w0 else math.nan
+
+
+def epoch_values(logs: Mapping[str, Any], cpu_percent: float, epoch_s: float) -> dict[str, float]:
+    values = {name: float(logs[name]) for name in SCALARS if logs.get(name) is not None}
+    values["cpu_percent"] = cpu_percent
+    values["epoch_s"] = epoch_s
+    return {k: v for k, v in values.items() if not math.isnan(v)}
+
+
+def keras_callback(logdir: Path) -> Any:
+    """Writes one point per epoch for each scalar into ``logdir`` (one TensorBoard run per process)."""
+    from perfkit._tf import keras, tf
+
+    class _EpochScalars(keras().callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self._writer: Any = None
+            self._broken = False
+            self._meter = CpuMeter()
+            self._t0 = time.monotonic()
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            self._meter.lap()
+            self._t0 = time.monotonic()
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            if self._broken:
+                return
+            values = epoch_values(logs or {}, self._meter.lap(), time.monotonic() - self._t0)
+            try:
+                if self._writer is None:
+                    self._writer = tf().summary.create_file_writer(str(logdir))
+                with self._writer.as_default():
+                    for name, value in values.items():
+                        tf().summary.scalar(f"epoch/{name}", value, step=epoch + 1)
+                self._writer.flush()
+            except Exception as exc:  # noqa: BLE001 - scalars are a courtesy, training goes on
+                self._broken = True
+                log.warning("could not write TensorBoard scalars to %s: %s", logdir, exc)
+
+        def on_train_end(self, logs: Any = None) -> None:
+            if self._writer is not None:
+                try:
+                    self._writer.close()
+                except Exception as exc:  # noqa: BLE001
+                    log.warning("could not close the TensorBoard writer: %s", exc)
+
+    return _EpochScalars()

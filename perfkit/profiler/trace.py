@@ -1,0 +1,224 @@
+"""A TF profiler capture window around a few training steps, and the run's TensorBoard scalars.
+
+``TraceCapture`` is plain Python (testable without TensorFlow): it is told about step boundaries and calls
+injected start/stop functions. ``keras_callbacks`` wraps it for tf-keras. Profiling never breaks training:
+every failure of the profiler is logged and recorded, never raised, and a capture only ever stops a
+profiler session it started itself (the user may run their own).
+
+TensorFlow writes a capture as ``<logdir>/plugins/profile/<timestamp>/<hostname>.xplane.pb``. Several
+workers on one host would overwrite each other and each worker would get its own timestamp, so every worker
+captures into a private directory and the file is then moved to
+``tensorboard/plugins/profile/<session>/<host>-w<i>.xplane.pb``: one session with one host entry per worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfkit.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+PROFILE_DIR = Path("tensorboard") / "plugins" / "profile"
+_WINDOW = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+AUTO_LENGTH = 10
+
+
+@dataclass(frozen=True)
+class Window:
+    """Global training steps ``first..last``, 1-based and inclusive (as Keras' ``profile_batch``)."""
+
+    first: int
+    last: int
+
+    @property
+    def length(self) -> int:
+        return self.last - self.first + 1
+
+    def to_dict(self) -> dict[str, int]:
+        return {"first": self.first, "last": self.last}
+
+
+def check_spec(spec: str) -> str:
+    """``auto``, ``off`` or ``A-B`` with 1 <= A <= B; anything else is a usage error."""
+    spec = spec.strip().lower()
+    if spec in ("auto", "off"):
+        return spec
+    m = _WINDOW.match(spec)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise UsageError(f"--profile-steps: {spec!r} is not 'A-B' with 1 <= A <= B (global step numbers), "
+                         "'auto' or 'off'")
+    return f"{int(m.group(1))}-{int(m.group(2))}"
+
+
+def resolve(spec: str, steps_per_epoch: int, epochs: int) -> Window | None:
+    """The window a spec means for this run; ``auto`` is 10 steps early in the second epoch (the first
+    epoch pays for tracing and warm-up), or in the first when there is only one."""
+    spec = check_spec(spec)
+    total = steps_per_epoch * epochs
+    if spec == "off":
+        return None
+    if spec == "auto":
+        epoch_start = steps_per_epoch if epochs > 1 else 0
+        skip = min(2, max(0, steps_per_epoch - 1))  # the first steps after validation run cold
+        first = epoch_start + skip + 1
+        return Window(first, min(first + AUTO_LENGTH - 1, epoch_start + steps_per_epoch))
+    first, last = (int(x) for x in spec.split("-"))
+    if last > total:
+        raise UsageError(f"--profile-steps: {spec} ends after the last training step ({total} = "
+                         f"{epochs} epochs x {steps_per_epoch} steps)")
+    return Window(first, last)
+
+
+@dataclass(frozen=True)
+class CaptureTarget:
+    run_dir: Path
+    session: str
+    host_name: str  # "<host>-w<i>": the host entry TensorBoard shows
+
+    @property
+    def private_dir(self) -> Path:
+        return self.run_dir / "tensorboard" / f".capture-{self.host_name}"
+
+    @property
+    def final_path(self) -> Path:
+        return self.run_dir / PROFILE_DIR / self.session / f"{self.host_name}.xplane.pb"
+
+
+class TraceCapture:
+    """Starts the profiler just before step ``window.first`` and stops it once ``window.last`` is done."""
+
+    def __init__(self, window: Window, target: CaptureTarget, start: Callable[[str], None],
+                 stop: Callable[[], None]) -> None:
+        self.window, self.target = window, target
+        self._start, self._stop = start, stop
+        self._active = False
+        self._last_done = 0
+        self.result: dict[str, Any] = {"status": "pending", "window": window.to_dict(), "file": None, "error": None}
+
+    def step_begin(self, global_step: int) -> None:
+        if global_step == self.window.first:
+            self._begin()
+        elif global_step > self.window.last and self._active:
+            self.finish()
+
+    def step_end(self, global_step: int, last_of_epoch: bool = False) -> None:
+        # Keras closes a step's "train" marker only after this hook returns, so the capture stops at the
+        # next step's start or at the epoch's end, never here: stopping now would lose the last step.
+        self._last_done = global_step
+        if global_step == self.window.first - 1 and not last_of_epoch:
+            # Starting between two steps keeps the profiler's start-up cost out of the first traced step
+            # (this callback runs after the step recorder); not across an epoch end, or validation would
+            # be traced too.
+            self._begin()
+
+    def epoch_boundary(self) -> None:
+        """Validation or the epoch's end: stop a capture whose window is complete before it starts."""
+        if self._active and self._last_done >= self.window.last:
+            self.finish()
+
+    def _begin(self) -> None:
+        if self.result["status"] != "pending":
+            return
+        try:
+            self.target.private_dir.mkdir(parents=True, exist_ok=True)
+            self._start(str(self.target.private_dir))
+            self._active = True
+            self.result.update(status="capturing", t_start_wall_ns=time.time_ns())
+        except Exception as exc:  # noqa: BLE001 - profiling never breaks training
+            self._fail("could not start the profiler", exc)
+
+    def finish(self) -> None:
+        """Stop a capture still running (training ended inside the window) and collect its file."""
+        if not self._active:
+            if self.result["status"] == "pending":
+                self.result.update(status="skipped", error="training ended before the window began")
+            return
+        self._active = False
+        self.result["t_end_wall_ns"] = time.time_ns()
+        try:
+            self._stop()
+        except Exception as exc:  # noqa: BLE001
+            self._fail("could not stop the profiler", exc)
+            return
+        self._collect()
+
+    def _collect(self) -> None:
+        found = sorted(self.target.private_dir.glob("plugins/profile/*/*.xplane.pb"))
+        if not found:
+            self._fail("the profiler wrote no .xplane.pb", None)
+            return
+        try:
+            final = self.target.final_path
+            final.parent.mkdir(parents=True, exist_ok=True)
+            found[-1].replace(final)
+            shutil.rmtree(self.target.private_dir, ignore_errors=True)
+        except OSError as exc:
+            self._fail("could not move the capture into place", exc)
+            return
+        rel = final.relative_to(self.target.run_dir).as_posix()
+        self.result.update(status="captured", file=rel, bytes=final.stat().st_size)
+        log.info("profiler capture of steps %d-%d written to %s", self.window.first, self.window.last, rel)
+
+    def _fail(self, what: str, exc: BaseException | None) -> None:
+        text = what if exc is None else f"{what}: {type(exc).__name__}: {exc}"
+        log.warning("profiling: %s; training goes on", text)
+        self.result.update(status="failed", error=text[:500])
+
+
+def _tf_start(logdir: str) -> None:
+    from perfkit._tf import tf
+
+    t = tf()
+    # Host ops (level 2) are what a CPU step is made of; Python tracing would inflate the steps.
+    options = t.profiler.experimental.ProfilerOptions(host_tracer_level=2, python_tracer_level=0,
+                                                      device_tracer_level=1)
+    t.profiler.experimental.start(logdir, options=options)
+
+
+def _tf_stop() -> None:
+    from perfkit._tf import tf
+
+    tf().profiler.experimental.stop()
+
+
+def tf_capture(window: Window, target: CaptureTarget) -> TraceCapture:
+    return TraceCapture(window, target, _tf_start, _tf_stop)
+
+
+def keras_callback(capture: TraceCapture, steps_per_epoch: int) -> Any:
+    """A tf-keras Callback telling ``capture`` the global step number (1-based) around each step; it must
+    come after the step recorder in the callback list, so profiler start/stop fall between recorded steps."""
+    from perfkit._tf import keras
+
+    class _TraceWindow(keras().callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self._epoch = 0
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            self._epoch = epoch
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            capture.step_begin(self._epoch * steps_per_epoch + batch + 1)
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            capture.step_end(self._epoch * steps_per_epoch + batch + 1, last_of_epoch=batch + 1 == steps_per_epoch)
+
+        def on_test_begin(self, logs: Any = None) -> None:
+            capture.epoch_boundary()
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            capture.epoch_boundary()
+
+        def on_train_end(self, logs: Any = None) -> None:
+            capture.finish()
+
+    return _TraceWindow()

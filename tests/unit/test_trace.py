@@ -1,0 +1,116 @@
+"""The trace window: which steps it covers and how a capture starts, stops and fails (no TensorFlow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perfkit.errors import UsageError
+from perfkit.profiler.trace import CaptureTarget, TraceCapture, Window, check_spec, resolve
+
+
+def test_auto_window_is_ten_steps_early_in_the_second_epoch() -> None:
+    assert resolve("auto", 100, 3) == Window(103, 112)
+    assert resolve("auto", 8, 2) == Window(11, 16)  # clipped to the epoch's end
+    assert resolve("auto", 100, 1) == Window(3, 12)
+    assert resolve("auto", 1, 2) == Window(2, 2)
+    assert resolve("off", 100, 3) is None
+    assert resolve(" 5 - 9 ", 100, 3) == Window(5, 9)
+
+
+@pytest.mark.parametrize("spec", ["5-x", "0-3", "9-5", "", "1..3"])
+def test_bad_window_specs_name_the_flag(spec: str) -> None:
+    with pytest.raises(UsageError, match="--profile-steps"):
+        check_spec(spec)
+
+
+def test_window_past_the_last_step_is_refused() -> None:
+    with pytest.raises(UsageError, match=r"ends after the last training step \(16 = 2 epochs x 8 steps\)"):
+        resolve("10-17", 8, 2)
+
+
+class FakeProfiler:
+    def __init__(self, fail_start: bool = False, write: bool = True) -> None:
+        self.calls: list[str] = []
+        self.fail_start, self.write, self.logdir = fail_start, write, ""
+
+    def start(self, logdir: str) -> None:
+        self.calls.append("start")
+        if self.fail_start:
+            raise RuntimeError("another profiler session is active")
+        self.logdir = logdir
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+        if self.write:
+            out = Path(self.logdir) / "plugins/profile/2026_11_30_12_00_00/vm.xplane.pb"
+            out.parent.mkdir(parents=True)
+            out.write_bytes(b"xplane")
+
+
+def _drive(capture: TraceCapture, steps_per_epoch: int, epochs: int, trace: list[str], prof: FakeProfiler,
+           stop_after: int | None = None) -> None:
+    for e in range(epochs):
+        for b in range(steps_per_epoch):
+            g = e * steps_per_epoch + b + 1
+            capture.step_begin(g)
+            trace.append(f"{g}:{'on' if prof.calls[-1:] == ['start'] else 'off'}")
+            capture.step_end(g, last_of_epoch=b + 1 == steps_per_epoch)
+            if stop_after == g:
+                capture.finish()
+                return
+        capture.epoch_boundary()
+    capture.finish()
+
+
+def _capture(tmp_path: Path, window: Window, prof: FakeProfiler) -> TraceCapture:
+    return TraceCapture(window, CaptureTarget(tmp_path, "sess", "hostA-w1"), prof.start, prof.stop)
+
+
+def test_capture_covers_exactly_the_window_and_lands_under_the_worker_name(tmp_path: Path) -> None:
+    prof, seen = FakeProfiler(), []
+    capture = _capture(tmp_path, Window(4, 6), prof)
+    _drive(capture, 5, 2, seen, prof)
+    assert [s for s in seen if s.endswith(":on")] == ["4:on", "5:on", "6:on"]
+    assert prof.calls == ["start", "stop"]
+    assert capture.result["status"] == "captured"
+    assert capture.result["file"] == "tensorboard/plugins/profile/sess/hostA-w1.xplane.pb"
+    assert (tmp_path / capture.result["file"]).read_bytes() == b"xplane"
+    assert not capture.target.private_dir.exists()
+
+
+def test_window_at_an_epoch_start_does_not_trace_the_previous_validation(tmp_path: Path) -> None:
+    prof, seen = FakeProfiler(), []
+    _drive(_capture(tmp_path, Window(6, 10), prof), 5, 2, seen, prof)
+    assert [s for s in seen if s.endswith(":on")] == ["6:on", "7:on", "8:on", "9:on", "10:on"]
+    assert prof.calls == ["start", "stop"]
+
+
+def test_a_failing_profiler_is_recorded_not_raised_and_never_stopped(tmp_path: Path) -> None:
+    prof = FakeProfiler(fail_start=True)
+    capture = _capture(tmp_path, Window(2, 3), prof)
+    _drive(capture, 5, 1, [], prof)
+    assert prof.calls == ["start"], "a capture stops only what it started"
+    assert capture.result["status"] == "failed" and "another profiler session" in capture.result["error"]
+
+
+def test_no_file_written_is_a_failed_capture(tmp_path: Path) -> None:
+    prof = FakeProfiler(write=False)
+    capture = _capture(tmp_path, Window(2, 3), prof)
+    _drive(capture, 5, 1, [], prof)
+    assert capture.result["status"] == "failed" and "no .xplane.pb" in capture.result["error"]
+
+
+def test_training_ending_inside_the_window_still_stops_and_keeps_the_capture(tmp_path: Path) -> None:
+    prof = FakeProfiler()
+    capture = _capture(tmp_path, Window(2, 9), prof)
+    _drive(capture, 5, 2, [], prof, stop_after=4)
+    assert prof.calls == ["start", "stop"] and capture.result["status"] == "captured"
+
+
+def test_training_ending_before_the_window_is_skipped(tmp_path: Path) -> None:
+    prof = FakeProfiler()
+    capture = _capture(tmp_path, Window(8, 9), prof)
+    _drive(capture, 5, 2, [], prof, stop_after=3)
+    assert prof.calls == [] and capture.result["status"] == "skipped"
