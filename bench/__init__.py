@@ -1,1 +1,18 @@
-"""Benchmark scripts; run as ``python -m bench.<name>``, never by the test suite."""
+"""perfkit's benchmarks: ``python -m bench NAME [options]`` or ``perfkit bench NAME [options]``.
+
+Each writes ``results/bench/<name>-<UTC time>.json`` and prints a Markdown table; ``--smoke`` is the
+smallest version (the test suite runs only that). None of them runs in the test suite otherwise.
+"""
+
+from __future__ import annotations
+
+# name -> (module, one line). Modules are imported only when run: most of them start TensorFlow children.
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "overhead": ("bench.overhead", "instrumentation overhead: bare vs fully instrumented single mode"),
+    "trainer": ("bench.trainer", "perfkit's trainer vs the article's script; achieved vs matmul FLOP/s"),
+    "multiworker": ("bench.multiworker", "2 and 4 local workers, pinned vs not, against single"),
+    "datagen": ("bench.datagen", "generating the blog-size dataset: time and peak RSS"),
+    "analysis": ("bench.analysis_speed", "perfkit analyze on a large generated run: time and peak RSS"),
+    "article": ("bench.article", "the article's experiment (blog single vs blog cluster) beside the article"),
+    "separability": ("bench.separability", "how separable the synthetic data is with and without time"),
+}

@@ -54,12 +54,16 @@ def final_attempt(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["attempt"] == last]
 
 
+# Validation metrics first (the first two are what `perfkit runs` shows), then the training ones.
+EPOCH_METRICS = ("val_accuracy", "val_auc", "val_loss", "val_precision", "val_recall", "loss", "accuracy", "auc")
+
+
 def epoch_table(record: RunRecord) -> pd.DataFrame:
-    """One row per epoch of worker 0: times, global samples/s, validation metrics."""
+    """One row per epoch of worker 0: times, global samples/s, validation (and training) metrics."""
     ep = final_attempt(record.epochs)
     if ep.empty:
         return pd.DataFrame(columns=["epoch", "epoch_s", "train_s", "val_s", "samples", "samples_per_s",
-                                     "val_accuracy", "val_auc"])
+                                     *EPOCH_METRICS])
     ep0 = ep[ep["worker"] == ep["worker"].min()].sort_values("epoch")
     steps = final_attempt(record.steps)
     samples = steps.groupby("epoch")["samples"].sum() if not steps.empty else pd.Series(dtype=float)
@@ -71,7 +75,7 @@ def epoch_table(record: RunRecord) -> pd.DataFrame:
         "samples": ep0["epoch"].map(samples).fillna(0).astype("int64").to_numpy(),
     })
     out["samples_per_s"] = out["samples"] / out["train_s"].where(out["train_s"] > 0)
-    for metric in ("val_accuracy", "val_auc"):
+    for metric in EPOCH_METRICS:
         out[metric] = ep0[metric].to_numpy() if metric in ep0 else math.nan
     return out
 
@@ -87,19 +91,39 @@ def training_window(record: RunRecord) -> tuple[int, int] | None:
 
 def cpu_table(record: RunRecord) -> pd.DataFrame:
     """Per worker: CPU% (its processes summed per sample) mean and p95 over the training window, peak RSS."""
-    cols = ["worker", "host", "samples", "cpu_mean", "cpu_p95", "rss_peak_bytes", "threads_max"]
     window = training_window(record)
     cpu = record.cpu
     if window is None or cpu.empty:
+        return pd.DataFrame(columns=CPU_TABLE_COLUMNS)
+    return cpu_table_of(cpu[(cpu["t_ns"] >= window[0]) & (cpu["t_ns"] <= window[1])])
+
+
+CPU_TABLE_COLUMNS = ["worker", "host", "samples", "cpu_mean", "cpu_p95", "rss_peak_bytes", "threads_max"]
+
+
+def cpu_table_of(cpu: pd.DataFrame) -> pd.DataFrame:
+    """``cpu_table`` of cpu.parquet rows already limited to the training window."""
+    cols = CPU_TABLE_COLUMNS
+    if cpu.empty:
         return pd.DataFrame(columns=cols)
-    cpu = cpu[(cpu["t_ns"] >= window[0]) & (cpu["t_ns"] <= window[1])]
-    per_tick = cpu.groupby(["worker", "host", "t_ns"], as_index=False).agg(
-        cpu_percent=("cpu_percent", "sum"), rss_bytes=("rss_bytes", "sum"), num_threads=("num_threads", "sum"))
-    grouped = per_tick.groupby(["worker", "host"])
-    out = grouped.agg(samples=("cpu_percent", "size"), cpu_mean=("cpu_percent", "mean"),
+    per_tick = per_worker_tick(cpu, {"cpu_percent": "sum", "rss_bytes": "sum", "num_threads": "sum"})
+    grouped = per_tick.groupby("worker")
+    out = grouped.agg(host=("host", "first"), samples=("cpu_percent", "size"), cpu_mean=("cpu_percent", "mean"),
                       rss_peak_bytes=("rss_bytes", "max"), threads_max=("num_threads", "max"))
     out["cpu_p95"] = grouped["cpu_percent"].quantile(0.95)
     return out.reset_index()[cols]
+
+
+def per_worker_tick(cpu: pd.DataFrame, how: dict[str, str]) -> pd.DataFrame:
+    """One row per worker and sample, its processes' columns combined as ``how`` says (e.g. summed).
+
+    When every worker is one process the rows already are that (the common case, and cheap); otherwise
+    the rows are grouped by worker and sample time.
+    """
+    if cpu.empty or cpu.groupby("worker")["pid"].nunique().max() <= 1:
+        return cpu
+    return cpu.groupby(["worker", "t_ns"], as_index=False, sort=False).agg(
+        host=("host", "first"), **{col: (col, fn) for col, fn in how.items()})
 
 
 def _steady(values: pd.Series) -> tuple[float, bool]:
@@ -110,12 +134,14 @@ def _steady(values: pd.Series) -> tuple[float, bool]:
     return float(np.median(values.iloc[1:])), False
 
 
-def summarize(record: RunRecord) -> RunSummary:
-    epochs = epoch_table(record)
+def summarize(record: RunRecord, cpu: pd.DataFrame | None = None, epochs: pd.DataFrame | None = None
+              ) -> RunSummary:
+    """``cpu`` (a ``cpu_table``) and ``epochs`` (an ``epoch_table``) may be passed when already computed."""
+    epochs = epoch_table(record) if epochs is None else epochs
     steady_epoch, warm = _steady(epochs["epoch_s"])
     steady_rate, _ = _steady(epochs["samples_per_s"])
     window = training_window(record)
-    cpu = cpu_table(record)
+    cpu = cpu_table(record) if cpu is None else cpu
     main = cpu[cpu["worker"] == 0] if not cpu.empty else cpu  # the trainer, or worker 0 (-1 is the launcher)
     last = epochs.iloc[-1] if not epochs.empty else None
     return RunSummary(
@@ -136,14 +162,14 @@ def summarize(record: RunRecord) -> RunSummary:
     )
 
 
-def worker_table(record: RunRecord) -> pd.DataFrame:
+def worker_table(record: RunRecord, cpu: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per worker: host, steps, median step time, CPU mean/p95 and peak RSS (launcher rows left out)."""
     cols = ["worker", "host", "steps", "step_median_s", "cpu_mean", "cpu_p95", "rss_peak_bytes"]
     if record.steps.empty:
         return pd.DataFrame(columns=cols)
     steps = final_attempt(record.steps).groupby("worker").agg(steps=("step", "size"),
                                                                step_median_s=("duration_s", "median"))
-    cpu = cpu_table(record)
+    cpu = cpu_table(record) if cpu is None else cpu
     cpu = cpu[cpu["worker"] >= 0].set_index("worker") if not cpu.empty else pd.DataFrame(
         columns=["host", "cpu_mean", "cpu_p95", "rss_peak_bytes"])
     out = steps.join(cpu[["host", "cpu_mean", "cpu_p95", "rss_peak_bytes"]], how="left")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -12,6 +12,9 @@ from rich.console import Console
 from perfkit.cli import app
 from perfkit.config import DEFAULT_CLASS_WEIGHT, PRESETS, Mode, RunConfig, parse_class_weight
 from perfkit.errors import UsageError
+
+if TYPE_CHECKING:
+    from perfkit.trainer.multi import MultiOptions
 
 _CW_DEFAULT = ",".join(f"{k}:{v:g}" for k, v in DEFAULT_CLASS_WEIGHT.items())
 
@@ -58,29 +61,39 @@ def run_command(
         data_path=str(data) if data is not None else None, sample_interval=sample_interval, label=label,
         profile_steps="off" if no_profile else profile_steps,
     )
+    opts = None
+    if mode is Mode.multi:
+        opts = multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts)
+        if stall_timeout <= 0:
+            raise UsageError("--stall-timeout: must be > 0 seconds")
+        opts = replace(opts, stall_timeout=stall_timeout)
+    else:
+        _no_multi_flags(workers=workers, cluster=cluster, host=host, task_index=task_index)
+    path = train_once(cfg, opts, results_dir, run_id, quiet)
+    if quiet:
+        typer.echo(str(path))  # scripts get the run directory and nothing else
+
+
+def train_once(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, run_id: str | None,
+               quiet: bool) -> Path:
+    """One run with the live progress display, then its summary (both silenced by ``quiet``)."""
     console = Console(stderr=False, quiet=quiet)
     observer = _observer(console, quiet)
     try:
-        if mode is Mode.multi:
+        if opts is not None:
             from perfkit.trainer.multi import run_multi
 
-            opts = _multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts)
-            if stall_timeout <= 0:
-                raise UsageError("--stall-timeout: must be > 0 seconds")
-            opts = replace(opts, stall_timeout=stall_timeout)
             path = run_multi(cfg, opts, results_dir, observer, run_id=run_id)
         else:
-            _no_multi_flags(workers=workers, cluster=cluster, host=host, task_index=task_index)
             from perfkit.trainer.single import run_single
 
             path = run_single(cfg, results_dir, observer, run_id=run_id)
     finally:
         if hasattr(observer, "close"):
             observer.close()
-    if quiet:
-        typer.echo(str(path))  # scripts get the run directory and nothing else
-    else:
+    if not quiet:
         _print_summary(console, path)
+    return path
 
 
 def _no_multi_flags(**given: object) -> None:
@@ -89,8 +102,8 @@ def _no_multi_flags(**given: object) -> None:
         raise UsageError(f"--{used[0].replace('_', '-')}: only with --mode multi")
 
 
-def _multi_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
-                   emulate: bool, pin: bool, connect_timeout: float, max_restarts: int):  # type: ignore[no-untyped-def]
+def multi_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
+                   emulate: bool, pin: bool, connect_timeout: float, max_restarts: int) -> MultiOptions:
     from perfkit.cluster import load_cluster, local_cluster
     from perfkit.trainer.cpubudget import available_cores
     from perfkit.trainer.multi import MultiOptions, select_local

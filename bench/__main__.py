@@ -1,0 +1,35 @@
+"""``python -m bench NAME [options]``: run one benchmark (``python -m bench`` lists them)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from bench import BENCHMARKS
+
+
+def usage() -> str:
+    width = max(len(n) for n in BENCHMARKS)
+    lines = [f"  {name:<{width}}  {text}" for name, (_, text) in BENCHMARKS.items()]
+    return "usage: python -m bench NAME [options]   (NAME --help for its options)\n" + "\n".join(lines)
+
+
+def run(name: str, argv: list[str]) -> int:
+    """Run benchmark ``name`` with ``argv``; its exit code (0 = measured without errors)."""
+    module = importlib.import_module(BENCHMARKS[name][0])
+    return int(module.main(argv) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    if argv[0] not in BENCHMARKS:
+        print(f"bench: unknown benchmark {argv[0]!r}; choose one of {', '.join(BENCHMARKS)}", file=sys.stderr)
+        return 2
+    return run(argv[0], argv[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

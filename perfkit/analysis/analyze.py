@@ -1,0 +1,236 @@
+"""`perfkit analyze`'s entry point: selected runs -> every figure of DESIGN.md as DataFrames.
+
+``analyze(paths, results_dir, baseline_id)`` loads (``load``), picks the baseline and the runs left out
+(``select``), computes each run's figures (``summary``, ``cpu``, ``stragglers``) and the baseline-relative
+ones (speedup, efficiency, CPU cost ratio, validation gap), then the verdict (``verdict``). The result is
+an ``Analysis``: frozen, renderer-agnostic; the column names are the JSON keys (see ``report_json``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfkit.analysis import cpu as cpu_fig
+from perfkit.analysis.load import LoadedRun
+from perfkit.analysis.select import Selection, describe_data, load_and_select
+from perfkit.analysis.stragglers import StragglerFigures, estimate_split, stragglers, trace_split
+from perfkit.analysis.summary import cpu_table_of, epoch_table, summarize, training_window
+from perfkit.results import RunRecord
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Every figure, as tables keyed by run_id. Missing figures are NaN/None, never made up."""
+
+    baseline_id: str | None
+    baseline_note: str
+    runs: pd.DataFrame  # one row per analysed run (the CSV table)
+    epochs: pd.DataFrame  # per run and epoch: times, samples/s, metrics (convergence)
+    workers: pd.DataFrame  # per run and worker: steps, step-time spread, CPU, memory, split, stragglers
+    processes: pd.DataFrame  # per run and process: CPU% mean/p95, CPU-seconds, peak RSS, threads
+    hosts: pd.DataFrame  # per run and host: CPU% mean/p95 and as a share of the host's budget
+    placement: pd.DataFrame  # per run and host: capacity share, workers now / proportional / proposed
+    cpu_timeline: pd.DataFrame  # per run and process: CPU% against seconds since the first step
+    ops: pd.DataFrame  # per run: top traced ops by self time
+    excluded: pd.DataFrame  # run_id, path, reason
+    warnings: tuple[str, ...]
+    verdict: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _RunFigures:
+    row: dict[str, Any]
+    epochs: pd.DataFrame
+    workers: pd.DataFrame
+    processes: pd.DataFrame
+    hosts: pd.DataFrame
+    placement: pd.DataFrame
+    timeline: pd.DataFrame
+    ops: pd.DataFrame
+
+
+def analyze(paths: Sequence[Path] | None, results_dir: Path, baseline_id: str | None = None) -> Analysis:
+    """Load the runs (every run under ``results_dir`` when ``paths`` is empty) and compute every figure."""
+    return analyze_selection(load_and_select(paths, results_dir, baseline_id))
+
+
+def analyze_selection(sel: Selection) -> Analysis:
+    from perfkit.analysis.verdict import verdict
+
+    baseline_id = sel.baseline.run_id if sel.baseline else None
+    figures = [run_figures(run, run.run_id == baseline_id) for run in sel.runs]
+    runs = _relative(pd.DataFrame([f.row for f in figures], columns=RUN_COLUMNS), baseline_id)
+    analysis = Analysis(
+        baseline_id=baseline_id, baseline_note=sel.baseline_note, runs=runs,
+        epochs=_cat([f.epochs for f in figures]), workers=_cat([f.workers for f in figures]),
+        processes=_cat([f.processes for f in figures]), hosts=_cat([f.hosts for f in figures]),
+        placement=_cat([f.placement for f in figures]), cpu_timeline=_cat([f.timeline for f in figures]),
+        ops=_cat([f.ops for f in figures]),
+        excluded=pd.DataFrame([vars(e) for e in sel.excluded], columns=["run_id", "path", "reason"]),
+        warnings=sel.warnings, verdict=())
+    return Analysis(**{**vars(analysis), "verdict": tuple(verdict(analysis))})
+
+
+def _cat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+RUN_COLUMNS = [
+    "run_id", "is_baseline", "mode", "status", "preset", "data", "workers", "hosts", "epochs", "steady_epoch_s",
+    "steady_is_warmup", "fit_s", "steady_samples_per_s", "samples", "cpu_s", "cpu_s_per_1k_samples",
+    "rss_peak_max_bytes", "val_loss", "val_accuracy", "val_auc", "split_source", "split_note", "steps_compared",
+    "straggler_cost", "flagged_workers", "slowest_worker", "slowest_host", "slowest_straggler_share",
+    "slowest_speed_score", "others_wait_share", "equal_step_ratio", "equal_epoch_s", "placement_hosts",
+    "placement_now", "placement_proposed", "compute_now_s", "compute_proposed_s",
+]
+RELATIVE_COLUMNS = ["speedup", "speedup_fit", "efficiency", "efficiency_fit", "cpu_cost_vs_baseline",
+                    "val_accuracy_gap", "val_auc_gap", "val_loss_gap", "equal_speedup"]
+
+
+def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
+    rec = run.record
+    cpu = cpu_fig.CpuSamples.of(rec)
+    per_worker_cpu = cpu_table_of(cpu.window)
+    epochs = epoch_table(rec)
+    summary = summarize(rec, cpu=per_worker_cpu, epochs=epochs)
+    split = trace_split(run.trace, run.num_workers)
+    if split is None and run.num_workers > 1:
+        split = estimate_split(rec, cpu, run.num_workers)
+    strag = stragglers(split, rec) if split is not None else None
+    # CPU totals of a run whose sampler missed a worker would be partial: left out (the loader warns)
+    sampled = set(cpu.workers["worker"].unique()) >= set(rec.steps["worker"].unique()) if not rec.steps.empty else False
+    cpu_s = cpu_fig.training_cpu_seconds(cpu) if sampled else math.nan
+    samples = float(rec.steps["samples"].sum()) if not rec.steps.empty else math.nan
+    workers = _worker_rows(run, per_worker_cpu, cpu, strag)
+    row = {
+        "run_id": run.run_id, "is_baseline": is_baseline, "mode": run.mode, "status": run.status,
+        "preset": rec.meta.get("preset"), "data": describe_data(rec.meta), "workers": run.num_workers,
+        "hosts": len(set(cpu_fig.worker_hosts(rec.meta).values())) or 1, "epochs": summary.epochs,
+        "steady_epoch_s": summary.steady_epoch_s, "steady_is_warmup": summary.steady_is_warmup,
+        "fit_s": summary.fit_s, "steady_samples_per_s": summary.steady_samples_per_s, "samples": samples,
+        "cpu_s": cpu_s, "cpu_s_per_1k_samples": cpu_s / samples * 1000 if samples else math.nan,
+        "rss_peak_max_bytes": float(workers["rss_peak_bytes"].max()) if not workers.empty else math.nan,
+        **_last_metrics(epochs), **_straggler_row(strag, rec.meta, summary.steady_epoch_s, _steady_train_s(epochs)),
+    }
+    tag = {"run_id": run.run_id}
+    return _RunFigures(
+        row=row, epochs=_epoch_rows(rec, epochs).assign(**tag), workers=workers.assign(**tag),
+        processes=cpu_fig.process_table(cpu, rec.meta).assign(**tag),
+        hosts=(cpu_fig.host_table(cpu, rec.meta) if sampled else pd.DataFrame()).assign(**tag),
+        placement=(strag.placement if strag is not None else pd.DataFrame()).assign(**tag),
+        timeline=cpu_fig.cpu_timeline(cpu).assign(**tag), ops=_top_ops(run).assign(**tag))
+
+
+def _last_metrics(epochs: pd.DataFrame) -> dict[str, float]:
+    last = epochs.iloc[-1] if not epochs.empty else {}
+    return {m: float(last.get(m, math.nan)) if len(epochs) else math.nan
+            for m in ("val_loss", "val_accuracy", "val_auc")}
+
+
+def _epoch_rows(rec: RunRecord, epochs: pd.DataFrame) -> pd.DataFrame:
+    """epoch_table plus where each epoch of worker 0 ends, in seconds since the first step (chart marks)."""
+    window = training_window(rec)
+    if epochs.empty or window is None:
+        return epochs
+    ep0 = rec.epochs[rec.epochs["worker"] == rec.epochs["worker"].min()].sort_values("epoch")
+    return epochs.assign(end_s=(ep0["t_end_ns"].to_numpy() - window[0]) / 1e9)
+
+
+def _steady_train_s(epochs: pd.DataFrame) -> float:
+    """Median training time (validation left out) over the epochs after the first, like steady_epoch_s."""
+    train = epochs["train_s"].astype(float)
+    return float(train.iloc[1:].median()) if len(train) > 1 else (float(train.iloc[0]) if len(train) else math.nan)
+
+
+def _straggler_row(strag: StragglerFigures | None, meta: dict[str, Any], steady_epoch_s: float,
+                   steady_train_s: float) -> dict[str, Any]:
+    """Split, straggler and what-if figures of a run. The what-if scales the training part of the steady
+    epoch by the step-time ratio and keeps validation as measured."""
+    if strag is None:
+        return {"split_source": None, "split_note": "no split: no usable trace, and one worker or too few CPU "
+                "samples to estimate it from"}
+    w = strag.workers.set_index("worker")
+    slow = w.loc[strag.slowest]
+    place = strag.placement
+    flagged = [int(i) for i in w.index[w["flagged"]]]
+    return {
+        "split_source": strag.source, "split_note": strag.note, "steps_compared": strag.steps_compared,
+        "straggler_cost": strag.cost, "flagged_workers": " ".join(map(str, flagged)),
+        "slowest_worker": strag.slowest, "slowest_host": cpu_fig.worker_hosts(meta).get(strag.slowest),
+        "slowest_straggler_share": float(slow["straggler_share"]), "slowest_speed_score": float(slow["speed_score"]),
+        "others_wait_share": strag.others_wait_share, "equal_step_ratio": strag.equal_step_ratio,
+        "equal_epoch_s": steady_epoch_s - steady_train_s * (1 - strag.equal_step_ratio),
+        "placement_hosts": ":".join(place["host"].astype(str)) if not place.empty else None,
+        "placement_now": ":".join(place["workers_now"].astype(str)) if not place.empty else None,
+        "placement_proposed": ":".join(place["workers_proposed"].astype(str)) if not place.empty else None,
+        "compute_now_s": strag.compute_now_s, "compute_proposed_s": strag.compute_proposed_s,
+    }
+
+
+def _worker_rows(run: LoadedRun, per_worker_cpu: pd.DataFrame, cpu: cpu_fig.CpuSamples,
+                 strag: StragglerFigures | None) -> pd.DataFrame:
+    steps = run.record.steps
+    if steps.empty:
+        return pd.DataFrame()
+    out = step_spread(steps)
+    hosts = cpu_fig.worker_hosts(run.meta)
+    out.insert(1, "host", out["worker"].map(lambda w: hosts.get(int(w))))
+    workers_cpu = per_worker_cpu[per_worker_cpu["worker"] >= 0].drop(columns=["host", "samples"])
+    out = out.merge(workers_cpu, on="worker", how="left")
+    cpu_s = cpu.workers.groupby("worker")["cpu_s"].sum()
+    out["cpu_s"] = out["worker"].map(cpu_s)
+    out["cpu_s_per_step"] = out["cpu_s"] / out["steps"]
+    if strag is not None:
+        out = out.merge(strag.workers.drop(columns=["step_s"]), on="worker", how="left")
+        out["split_source"] = strag.source
+    return out
+
+
+def step_spread(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per worker: step count and the spread of step time (quartiles, Tukey fences, p95, min, max)."""
+    d = steps[["worker", "duration_s"]]
+    g = d.groupby("worker")["duration_s"]
+    out = g.agg(steps="size", step_mean_s="mean", step_min_s="min", step_max_s="max")
+    q = g.quantile([0.25, 0.5, 0.75, 0.95]).unstack()
+    out["step_q1_s"], out["step_median_s"], out["step_q3_s"], out["step_p95_s"] = (q[c] for c in q.columns)
+    iqr = out["step_q3_s"] - out["step_q1_s"]
+    lo, hi = d["worker"].map(out["step_q1_s"] - 1.5 * iqr), d["worker"].map(out["step_q3_s"] + 1.5 * iqr)
+    out["step_lo_s"] = d["duration_s"].where(d["duration_s"] >= lo).groupby(d["worker"]).min()
+    out["step_hi_s"] = d["duration_s"].where(d["duration_s"] <= hi).groupby(d["worker"]).max()
+    return out.reset_index()
+
+
+def _top_ops(run: LoadedRun, top: int = 10) -> pd.DataFrame:
+    ops = run.trace_ops
+    if ops is None or ops.empty:
+        return pd.DataFrame()
+    out = ops.groupby("name", as_index=False).agg(count=("count", "sum"), total_s=("total_s", "sum"))
+    return out.sort_values("total_s", ascending=False).head(top).reset_index(drop=True)
+
+
+def _relative(runs: pd.DataFrame, baseline_id: str | None) -> pd.DataFrame:
+    """Speedup, efficiency, CPU cost ratio, validation gap and what-if speedup against the baseline."""
+    runs = runs.copy()
+    base = runs[runs["run_id"] == baseline_id] if baseline_id else runs.iloc[0:0]
+    if base.empty:
+        for col in RELATIVE_COLUMNS:
+            runs[col] = np.nan
+        return runs
+    b = base.iloc[0]
+    runs["speedup"] = b["steady_epoch_s"] / runs["steady_epoch_s"]
+    runs["speedup_fit"] = b["fit_s"] / runs["fit_s"]
+    runs["efficiency"] = runs["speedup"] / runs["workers"]
+    runs["efficiency_fit"] = runs["speedup_fit"] / runs["workers"]
+    runs["cpu_cost_vs_baseline"] = runs["cpu_s_per_1k_samples"] / b["cpu_s_per_1k_samples"]
+    for m in ("val_accuracy", "val_auc", "val_loss"):
+        runs[f"{m}_gap"] = runs[m] - b[m]
+    runs["equal_speedup"] = b["steady_epoch_s"] / runs["equal_epoch_s"].astype(float)
+    return runs

@@ -1,0 +1,166 @@
+"""CPU and memory figures from cpu.parquet: per process, per host (and against its budget),
+CPU-seconds (hence CPU cost per 1,000 samples), and a down-sampled CPU% timeline for plotting.
+
+``cpu_percent`` is the average over the interval since the process's previous sample (100 = one core),
+so CPU-seconds = sum(cpu_percent / 100 * interval); the first sample of a process covers one sampler
+interval. Figures cover the training window (first step start to last epoch end, validation included);
+rows of worker -1 (the launcher) are reported per process but left out of worker, host and cost figures.
+Per-worker CPU% and peak RSS are ``summary.cpu_table``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfkit.analysis.summary import per_worker_tick, training_window
+from perfkit.results import RunRecord
+
+PROCESS_COLUMNS = ["worker", "host", "pid", "role", "samples", "cpu_mean", "cpu_p95", "budget_share_mean", "cpu_s",
+                   "rss_peak_bytes", "threads_max"]
+HOST_COLUMNS = ["host", "workers", "budget_cores", "cpu_mean", "cpu_p95", "budget_share_mean",
+                "budget_share_p95"]
+
+
+@dataclass(frozen=True)
+class CpuSamples:
+    """cpu.parquet with ``proc`` (a process key: the pid, or (host, pid) when parts of several hosts were
+    merged, as pids repeat across machines), ``dt_s`` (the interval each sample covers) and ``cpu_s``."""
+
+    rows: pd.DataFrame  # every sample
+    window: pd.DataFrame  # the samples within the training window
+    workers: pd.DataFrame  # ... of worker processes (the launcher left out)
+    start_ns: int | None  # the training window's start (first step)
+
+    @classmethod
+    def of(cls, record: RunRecord) -> CpuSamples:
+        rows = _with_cpu_seconds(record)
+        window = training_window(record)
+        if window is None or rows.empty:
+            return cls(rows, rows.iloc[0:0], rows.iloc[0:0], None)
+        t = rows["t_ns"]
+        inside = rows[(t >= window[0]) & (t <= window[1])]
+        return cls(rows, inside, inside[inside["worker"] >= 0], window[0])
+
+
+def sample_interval_s(record: RunRecord) -> float:
+    value = (record.meta.get("sampler") or {}).get("interval_s") or (record.meta.get("config") or {}).get(
+        "sample_interval")
+    return float(value) if value else math.nan
+
+
+def _with_cpu_seconds(record: RunRecord) -> pd.DataFrame:
+    cpu = record.cpu
+    if cpu.empty:
+        return cpu.assign(proc=pd.Series(dtype="int64"), dt_s=pd.Series(dtype=float), cpu_s=pd.Series(dtype=float))
+    several = len(record.meta.get("parts") or []) > 1
+    cpu = cpu.assign(proc=cpu.groupby(["host", "pid"], sort=True).ngroup() if several else cpu["pid"])
+    if not cpu["t_ns"].is_monotonic_increasing:  # samples of several parts: order each process's rows
+        cpu = cpu.sort_values(["proc", "t_ns"], kind="stable")
+    dt = cpu.groupby("proc", sort=False)["t_ns"].diff() / 1e9
+    first = sample_interval_s(record)
+    if math.isnan(first):
+        first = float(dt.median()) if dt.notna().any() else 0.0
+    dt = dt.fillna(first)
+    return cpu.assign(dt_s=dt, cpu_s=cpu["cpu_percent"].to_numpy() / 100.0 * dt.to_numpy())
+
+
+def process_table(samples: CpuSamples, meta: dict[str, Any]) -> pd.DataFrame:
+    """Per process over the training window: CPU% mean/p95 (and the mean as a share of its host's budget),
+    CPU-seconds, peak RSS, most threads."""
+    cpu = samples.window
+    if cpu.empty:
+        return pd.DataFrame(columns=PROCESS_COLUMNS)
+    g = cpu.groupby("proc", sort=True)
+    out = g.agg(pid=("pid", "first"), worker=("worker", "first"), host=("host", "first"), role=("role", "first"),
+                samples=("cpu_percent", "size"), cpu_mean=("cpu_percent", "mean"), cpu_s=("cpu_s", "sum"),
+                rss_peak_bytes=("rss_bytes", "max"), threads_max=("num_threads", "max"))
+    out["cpu_p95"] = g["cpu_percent"].quantile(0.95)
+    budgets = host_budgets(meta)
+    out["budget_share_mean"] = out["cpu_mean"] / (out["host"].astype(str).map(budgets).astype(float) * 100)
+    return out.sort_values(["worker", "host", "pid"], ignore_index=True)[PROCESS_COLUMNS]
+
+
+def host_budgets(meta: dict[str, Any]) -> dict[str, float]:
+    """Cores each host may use: the enforced/emulated budget when there is one, else the host's cores."""
+    cluster = meta.get("cluster") or {}
+    budgets = {str(h.get("name")): float(h["cores"]) for h in cluster.get("hosts") or [] if h.get("cores")}
+    enforced = (cluster.get("cpu_budget") or {}).get("host_budgets_cores") or {}
+    budgets.update({str(k): float(v) for k, v in enforced.items() if v})
+    return budgets
+
+
+def worker_hosts(meta: dict[str, Any]) -> dict[int, str]:
+    """Worker index -> host name (from the cluster layout, or the recorded worker processes)."""
+    rows = (meta.get("cluster") or {}).get("workers") or meta.get("workers") or []
+    return {int(w["index"]): str(w.get("host")) for w in rows if isinstance(w, dict) and "index" in w}
+
+
+def worker_ticks(cpu: pd.DataFrame) -> pd.DataFrame:
+    """One row per worker and sample: its processes' CPU% and CPU-seconds summed (launcher left out)."""
+    cpu = cpu[cpu["worker"] >= 0] if not cpu.empty else cpu
+    if cpu.empty:
+        return pd.DataFrame(columns=["worker", "host", "t_ns", "cpu_percent", "cpu_s", "dt_s"])
+    return per_worker_tick(cpu, {"cpu_percent": "sum", "cpu_s": "sum", "dt_s": "max"})
+
+
+def host_table(samples: CpuSamples, meta: dict[str, Any]) -> pd.DataFrame:
+    """Per host: the workers' CPU% summed per sample (mean, p95) and as a share of the host's budget."""
+    ticks = worker_ticks(samples.workers)
+    if ticks.empty:
+        return pd.DataFrame(columns=HOST_COLUMNS)
+    rows = []
+    for host, df in ticks.groupby("host", sort=True):
+        per_tick = _host_sum(df)
+        rows.append({"host": host, "workers": int(df["worker"].nunique()), "cpu_mean": float(per_tick.mean()),
+                     "cpu_p95": float(per_tick.quantile(0.95))})
+    out = pd.DataFrame(rows)
+    budgets = host_budgets(meta)
+    out["budget_cores"] = [budgets.get(str(h), math.nan) for h in out["host"]]
+    out["budget_share_mean"] = out["cpu_mean"] / (out["budget_cores"] * 100)
+    out["budget_share_p95"] = out["cpu_p95"] / (out["budget_cores"] * 100)
+    return out[HOST_COLUMNS]
+
+
+def _host_sum(df: pd.DataFrame) -> pd.Series:
+    """A host's workers' CPU% summed per sample. Workers sampled together (one sampler) share their sample
+    times, so their series add up element-wise; otherwise samples are matched by time."""
+    series = [g["cpu_percent"].to_numpy() for _, g in df.groupby("worker", sort=True)]
+    times = [g["t_ns"].to_numpy() for _, g in df.groupby("worker", sort=True)]
+    if all(len(t) == len(times[0]) and np.array_equal(t, times[0]) for t in times):
+        return pd.Series(np.sum(series, axis=0))
+    return df.groupby("t_ns", sort=False)["cpu_percent"].sum()
+
+
+def training_cpu_seconds(samples: CpuSamples) -> float:
+    """CPU-seconds of every worker process over the training window (the launcher left out)."""
+    return float(samples.workers["cpu_s"].sum()) if not samples.workers.empty else math.nan
+
+
+def cpu_timeline(samples: CpuSamples, max_points: int = 1500) -> pd.DataFrame:
+    """CPU% per process against seconds since the first step, averaged into at most ``max_points`` bins."""
+    cpu = samples.rows
+    if samples.start_ns is None or cpu.empty:
+        return pd.DataFrame(columns=["process", "worker", "t_s", "cpu_percent"])
+    t_s = (cpu["t_ns"].to_numpy() - samples.start_ns) / 1e9
+    span = max(float(t_s.max() - t_s.min()), 1e-9)
+    bins = np.floor((t_s - t_s.min()) / span * (max_points - 1)).astype("int64")
+    proc = cpu["proc"].to_numpy(dtype="int64")
+    key = proc * max_points + bins  # one integer key per (process, bin): one cheap group-by
+    df = pd.DataFrame({"key": key, "proc": proc, "worker": cpu["worker"].to_numpy(), "t_s": t_s,
+                       "cpu_percent": cpu["cpu_percent"].to_numpy()})
+    out = df.groupby("key", sort=True).agg(proc=("proc", "first"), worker=("worker", "first"),
+                                           t_s=("t_s", "mean"), cpu_percent=("cpu_percent", "mean"))
+    out["process"] = out["proc"].map(_process_labels(cpu))
+    return out.sort_values(["worker", "proc", "t_s"], ignore_index=True)[["process", "worker", "t_s", "cpu_percent"]]
+
+
+def _process_labels(cpu: pd.DataFrame) -> dict[int, str]:
+    first = cpu.drop_duplicates("proc")
+    return {int(r.proc): (f"worker {int(r.worker)} ({r.host}) {r.role} {int(r.pid)}" if int(r.worker) >= 0
+                          else f"{r.role} ({r.host}) {int(r.pid)}")
+            for r in first.itertuples(index=False)}

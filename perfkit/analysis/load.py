@@ -1,0 +1,372 @@
+"""Load frozen runs for analysis: schema-checked DataFrames on one wall clock, parts merged.
+
+A run is one directory ``results/<run-id>/`` or, when each host of a cluster ran its own workers, several
+``<run-id>--<host>/`` parts copied side by side (their run.json has the same ``run_id`` and a ``part``
+key). Parts are merged by run id: every time column of a part (recorded with that machine's
+``time.monotonic_ns()``) is moved onto the wall clock with the part's anchors (wall = mono +
+anchor_wall_ns - anchor_mono_ns, median over the part's workers), so workers of different hosts line up.
+The merged record's meta says ``"clock": "wall"`` and its workers' anchors become (wall, wall).
+
+The loader never drops a run silently: anything that makes a run unusable (status, a missing worker or
+file, too few epochs) is listed in ``LoadedRun.problems``; a damaged trace table only costs the trace
+figures (``warnings``), the analysis then falls back to labelled estimates.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pandas.api.types import is_numeric_dtype
+
+from perfkit.analysis.summary import final_attempt
+from perfkit.errors import ResultsError, UsageError
+from perfkit.results import RUN_FILE, RunRecord, iter_run_dirs, load_meta
+
+PART_SEP = "--"
+TRACE_STEP_COLUMNS = ("worker", "epoch", "step", "step_s", "compute_s", "collective_s", "input_s", "other_s")
+TRACE_OP_COLUMNS = ("worker", "name", "count", "total_s")
+_NUMERIC = {
+    "steps": ("epoch", "step", "t_start_ns", "t_end_ns", "duration_s", "samples"),
+    "epochs": ("epoch", "t_start_ns", "t_end_ns", "train_s", "val_s"),
+    "cpu": ("t_ns", "worker", "pid", "cpu_percent", "rss_bytes", "num_threads"),
+}
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """One run ready for analysis. ``record``'s tables hold only each epoch's final attempt, on one clock."""
+
+    run_id: str
+    paths: tuple[Path, ...]
+    record: RunRecord
+    trace: pd.DataFrame | None = None  # trace_steps.parquet of every part, or None (absent or unusable)
+    trace_ops: pd.DataFrame | None = None
+    problems: tuple[str, ...] = ()  # why the run cannot be analysed; empty = usable
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.record.meta
+
+    @property
+    def status(self) -> str:
+        return self.record.status
+
+    @property
+    def mode(self) -> str:
+        return str(self.meta.get("mode", "?"))
+
+    @property
+    def num_workers(self) -> int:
+        n = (self.meta.get("cluster") or {}).get("num_workers")
+        return int(n) if isinstance(n, int) and n > 0 else max(1, len(self.meta.get("workers") or []))
+
+    @property
+    def sort_key(self) -> tuple[str, str]:
+        return str(self.meta.get("started") or ""), self.run_id
+
+
+@dataclass(frozen=True)
+class Excluded:
+    run_id: str
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    runs: tuple[LoadedRun, ...]
+    excluded: tuple[Excluded, ...] = ()
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def load_runs(paths: Sequence[Path] | None, results_dir: Path) -> LoadResult:
+    """Every run under ``results_dir`` (paths None) or the named run directories (and their sibling parts).
+
+    A named directory that is not a perfkit run, or has a newer schema, raises ResultsError; in a scan
+    of ``results_dir`` such a directory is listed in ``excluded`` instead.
+    """
+    if paths:
+        groups, excluded = _named_groups(paths), []
+    else:
+        if results_dir.exists() and not results_dir.is_dir():
+            raise UsageError(f"--results-dir: {results_dir} is not a directory")
+        groups, excluded = _scan_groups(iter_run_dirs(results_dir))
+    runs = tuple(sorted((merge_parts(rid, parts) for rid, parts in groups.items()), key=lambda r: r.sort_key))
+    return LoadResult(runs=runs, excluded=tuple(excluded))
+
+
+def find_run(results_dir: Path, run_id: str) -> LoadedRun | None:
+    """The run ``run_id`` under ``results_dir`` (a directory of that name, or its parts), or None."""
+    groups, _ = _scan_groups(p for p in iter_run_dirs(results_dir)
+                             if p.name == run_id or p.name.startswith(run_id + PART_SEP))
+    parts = groups.get(run_id)
+    return merge_parts(run_id, parts) if parts else None
+
+
+def _scan_groups(dirs: Iterable[Path]) -> tuple[dict[str, list[tuple[Path, dict[str, Any]]]], list[Excluded]]:
+    groups: dict[str, list[tuple[Path, dict[str, Any]]]] = defaultdict(list)
+    excluded = []
+    for d in dirs:
+        try:
+            meta = load_meta(d)
+        except ResultsError as exc:
+            excluded.append(Excluded(d.name, str(d), str(exc)))
+            continue
+        groups[str(meta.get("run_id") or d.name)].append((d, meta))
+    return groups, excluded
+
+
+def _named_groups(paths: Sequence[Path]) -> dict[str, list[tuple[Path, dict[str, Any]]]]:
+    groups: dict[str, list[tuple[Path, dict[str, Any]]]] = {}
+    for path in paths:
+        if not path.is_dir():
+            raise ResultsError(f"{path}: not a directory" if path.exists() else f"{path}: no such run directory")
+        meta = load_meta(path)  # not a run / newer schema: one-line error
+        rid = str(meta.get("run_id") or path.name)
+        if rid in groups:
+            continue
+        dirs = [path]
+        if meta.get("part"):  # the other hosts' parts, copied beside this one
+            dirs += sorted(p for p in path.parent.iterdir() if p != path and p.name.startswith(rid + PART_SEP)
+                           and (p / RUN_FILE).is_file())
+        found, bad = _scan_groups(dirs)
+        groups[rid] = found.get(rid, [])
+        if bad:
+            raise ResultsError(f"{bad[0].path}: part of run {rid} is unreadable: {bad[0].reason}")
+    return groups
+
+
+def merge_parts(run_id: str, parts: list[tuple[Path, dict[str, Any]]]) -> LoadedRun:
+    """Load each part of a run and merge them onto the wall clock; problems become ``problems``."""
+    parts = sorted(parts, key=lambda p: p[0].name)
+    paths = tuple(p for p, _ in parts)
+    duplicate = _duplicate_problem(parts)
+    records = []
+    for path, _ in parts:
+        try:
+            records.append(_checked(RunRecord.load(path)))
+        except ResultsError as exc:
+            empty = RunRecord(path, parts[0][1], *(pd.DataFrame() for _ in range(4)))
+            return LoadedRun(run_id, paths, empty, problems=(str(exc),))
+    offsets = [_clock_offset(r.meta) for r in records]
+    problems = [duplicate] if duplicate else []
+    if len(records) > 1 and any(o is None for o in offsets):
+        names = ", ".join(r.path.name for r, o in zip(records, offsets) if o is None)
+        problems.append(f"cannot line up the parts: {names} has no wall-clock anchor")
+    record = _merged_record(records, [o or 0 for o in offsets], any(o is not None for o in offsets))
+    trace, ops, warnings = _load_traces(records)
+    problems += completeness_problems(record, records)
+    trace, more = _usable_trace(trace, record)
+    return LoadedRun(run_id, paths, record, trace, ops, tuple(problems), tuple(warnings + more + _cpu_gaps(record)))
+
+
+def _cpu_gaps(record: RunRecord) -> list[str]:
+    """Workers with steps but no CPU sample: the run's CPU figures are then left out (see analyze)."""
+    if record.steps.empty or record.cpu.empty:
+        return []
+    missing = set(record.steps["worker"].unique()) - set(record.cpu["worker"].unique())
+    return [f"no CPU samples of worker(s) {_list(int(w) for w in missing)}: CPU cost and per-host CPU are left "
+            f"out"] if missing else []
+
+
+def _duplicate_problem(parts: list[tuple[Path, dict[str, Any]]]) -> str | None:
+    names = [(m.get("part") or {}).get("name") for _, m in parts]
+    if len(parts) > 1 and (None in names or len(set(names)) < len(names)):
+        return "several copies of this run: " + ", ".join(str(p) for p, _ in parts)
+    return None
+
+
+def _checked(record: RunRecord) -> RunRecord:
+    """Numeric columns must be numeric; each epoch keeps only its final attempt."""
+    for name, cols in _NUMERIC.items():
+        df = getattr(record, name)
+        for col in cols:
+            if col in df.columns and not is_numeric_dtype(df[col]):
+                raise ResultsError(f"{record.path}: {name} column {col} is not numeric")
+    steps = final_attempt(record.steps)
+    epochs = final_attempt(record.epochs)
+    return RunRecord(record.path, record.meta, steps, epochs, record.cpu, record.system)
+
+
+def _clock_offset(meta: dict[str, Any]) -> int | None:
+    """wall - monotonic for this part's machine: the median over its workers' anchors."""
+    offs = sorted(int(w["anchor_wall_ns"]) - int(w["anchor_mono_ns"]) for w in meta.get("workers") or []
+                  if isinstance(w, dict) and w.get("anchor_wall_ns") and w.get("anchor_mono_ns") is not None)
+    return offs[len(offs) // 2] if offs else None
+
+
+def _shift(df: pd.DataFrame, cols: tuple[str, ...], offset: int) -> pd.DataFrame:
+    if df.empty or not offset:
+        return df
+    return df.assign(**{c: df[c].astype("int64") + offset for c in cols if c in df.columns})
+
+
+def _merged_record(records: list[RunRecord], offsets: list[int], wall: bool) -> RunRecord:
+    def cat(name: str, cols: tuple[str, ...]) -> pd.DataFrame:
+        frames = [_shift(getattr(r, name), cols, o) for r, o in zip(records, offsets)]
+        frames = [f for f in frames if not f.empty]
+        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else (frames[0] if frames else
+                                                                             getattr(records[0], name))
+
+    steps = cat("steps", ("t_start_ns", "t_end_ns"))
+    if len(records) > 1 and not steps.empty:
+        steps = steps.sort_values(["worker", "epoch", "step"], kind="stable", ignore_index=True)
+    meta = _merged_meta([r.meta for r in records], wall)
+    return RunRecord(records[0].path, meta, steps, cat("epochs", ("t_start_ns", "t_end_ns")),
+                     _categories(cat("cpu", ("t_ns",)), ("host", "role")), cat("system", ("t_ns",)))
+
+
+def _categories(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.DataFrame:
+    """Text columns with few values as categories: filtering a million rows then moves integer codes."""
+    if df.empty:
+        return df
+    return df.astype({c: "category" for c in cols if c in df.columns})
+
+
+_SEVERITY = {"complete": 0, "running": 1, "interrupted": 2, "failed": 3}
+
+
+def _merged_meta(metas: list[dict[str, Any]], wall: bool) -> dict[str, Any]:
+    meta = dict(metas[0])
+    workers = {int(w["index"]): dict(w) for m in metas for w in m.get("workers") or [] if "index" in w}
+    if wall:
+        for w in workers.values():
+            if w.get("anchor_wall_ns"):
+                w["anchor_mono_ns"] = w["anchor_wall_ns"]
+    meta["workers"] = [workers[i] for i in sorted(workers)]
+    meta["clock"] = "wall" if wall else "monotonic"
+    meta["parts"] = [(m.get("part") or {}).get("name") for m in metas if m.get("part")]
+    if len(metas) > 1:
+        worst = max(metas, key=lambda m: _SEVERITY.get(str(m.get("status")), 4))
+        meta["status"] = worst.get("status")
+        meta["error"] = "; ".join(f"{(m.get('part') or {}).get('name')}: {m['error']}" for m in metas
+                                  if m.get("error")) or None
+        starts = [m["command_started_wall_ns"] for m in metas if m.get("command_started_wall_ns")]
+        meta["command_started_wall_ns"] = min(starts) if starts else None
+        meta["profile"] = _merged_profile([m.get("profile") for m in metas])
+    return meta
+
+
+def _merged_profile(profiles: list[Any]) -> dict[str, Any] | None:
+    present = [p for p in profiles if isinstance(p, dict)]
+    if not present:
+        return None
+    merged = dict(present[0])
+    merged["workers"] = {k: v for p in present for k, v in (p.get("workers") or {}).items()}
+    return merged
+
+
+def completeness_problems(record: RunRecord, parts: list[RunRecord]) -> list[str]:
+    """Why a run cannot be analysed as a whole: its status, a missing worker, epoch or file."""
+    meta, problems = record.meta, []
+    status = str(meta.get("status", "unknown"))
+    if status != "complete":
+        err = meta.get("error")
+        problems.append(f"status {status}" + (f": {err}" if err else ""))
+    n = (meta.get("cluster") or {}).get("num_workers") or max(1, len(meta.get("workers") or []))
+    expected = set(range(int(n)))
+    for name, df in (("steps", record.steps), ("epochs", record.epochs)):
+        have = {int(w) for w in df["worker"].unique()} if not df.empty else set()
+        if expected - have:
+            missing = expected - have
+            problems.append(f"no {name} recorded for worker(s) {_list(missing)}{_part_hint(meta, missing)}")
+    problems += _epoch_problems(record, expected)
+    problems += [f"{r.path.name}: cpu.parquet missing" for r in parts if not (r.path / "cpu.parquet").is_file()]
+    return problems
+
+
+def _epoch_problems(record: RunRecord, workers: set[int]) -> list[str]:
+    want = (record.meta.get("config") or {}).get("epochs")
+    if record.epochs.empty or not isinstance(want, int):
+        return []
+    counts = record.epochs.groupby("worker")["epoch"].nunique()
+    short = {int(w): int(c) for w, c in counts.items() if int(w) in workers and c < want}
+    stepped = record.steps.groupby("worker")["epoch"].nunique() if not record.steps.empty else counts * 0
+    no_steps = {int(w) for w, c in stepped.items() if int(w) in workers and c < counts.get(w, 0)}
+    out = [f"worker {w} recorded {c} of {want} epochs" for w, c in sorted(short.items())]
+    return out + [f"worker {w} has epochs without steps" for w in sorted(no_steps)]
+
+
+def _list(ws: Iterable[int]) -> str:
+    return ", ".join(str(w) for w in sorted(ws))
+
+
+def _part_hint(meta: dict[str, Any], missing: set[int]) -> str:
+    if not meta.get("parts"):
+        return ""
+    hosts = {int(w["index"]): w.get("host") for w in (meta.get("cluster") or {}).get("workers") or []}
+    rid = meta.get("run_id")
+    names = ", ".join(f"{rid}{PART_SEP}{h}" for h in sorted({str(hosts.get(w)) for w in missing}))
+    return f" (part {names} not found beside the others)"
+
+
+def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[pd.DataFrame | None, str | None]:
+    """Only ``columns`` of a trace table (checked against the file's schema first), or why not."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
+        missing = [c for c in columns if c not in names]
+        df = None if missing else pd.read_parquet(path, columns=list(columns))
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        return None, f"{path}: unreadable ({exc.__class__.__name__})"
+    if df is None:
+        return None, f"{path}: missing columns {', '.join(missing)}"
+    bad = [c for c in columns if c not in ("name", "host") and not is_numeric_dtype(df[c])]
+    return (None, f"{path}: column {bad[0]} is not numeric") if bad else (df, None)
+
+
+def _load_traces(records: list[RunRecord]) -> tuple[pd.DataFrame | None, pd.DataFrame | None, list[str]]:
+    """Every part's trace_steps/trace_ops; a missing or damaged trace table drops the trace figures."""
+    steps, ops, warnings, broken = [], [], [], False
+    for r in records:
+        profile = r.meta.get("profile") if isinstance(r.meta.get("profile"), dict) else {}
+        workers = {k: w for k, w in (profile.get("workers") or {}).items() if isinstance(w, dict)}
+        warnings += [f"worker {k}: trace capture failed: {w.get('error')}" for k, w in workers.items()
+                     if w.get("status") == "failed"]
+        warnings += _agreement_warnings(workers)
+        path = r.path / "trace_steps.parquet"
+        if path.is_file():
+            df, err = _read_table(path, TRACE_STEP_COLUMNS)
+            if df is None:
+                broken = True
+                warnings.append(f"{err}; trace figures skipped")
+            else:
+                steps.append(df)
+        elif any(w.get("status") == "captured" for w in workers.values()):
+            broken = True
+            warnings.append(f"{path}: missing although run.json says traces were captured; trace figures skipped")
+        if (r.path / "trace_ops.parquet").is_file():
+            df, err = _read_table(r.path / "trace_ops.parquet", TRACE_OP_COLUMNS)
+            if df is None:
+                warnings.append(str(err))
+            else:
+                ops.append(df)
+    trace = pd.concat(steps, ignore_index=True) if steps and not broken else None
+    return trace, (pd.concat(ops, ignore_index=True) if ops else None), warnings
+
+
+def _agreement_warnings(workers: dict[str, dict[str, Any]]) -> list[str]:
+    out = []
+    for k, w in workers.items():
+        if w.get("status") == "captured" and w.get("within_10pct") is False:
+            out.append(f"worker {k}: traced steps (median {w.get('trace_median_step_s')} s) and the step "
+                       f"callback (median {w.get('callback_median_step_s')} s) disagree by more than 10%")
+    return out
+
+
+def _usable_trace(trace: pd.DataFrame | None, record: RunRecord) -> tuple[pd.DataFrame | None, list[str]]:
+    if trace is None or trace.empty:
+        return None, []
+    have = {int(w) for w in trace["worker"].unique()}
+    want = {int(w) for w in record.steps["worker"].unique()} if not record.steps.empty else have
+    if want - have:
+        return None, [f"trace_steps.parquet has no steps of worker(s) {_list(want - have)}; trace figures "
+                      f"skipped"]
+    return trace, []

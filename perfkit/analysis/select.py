@@ -1,0 +1,144 @@
+"""Which runs are compared: the baseline, and the runs left out (with the reason).
+
+Baseline (DESIGN.md): the latest complete single-mode run on the same data and preset, unless
+``--baseline RUN_ID`` names one. "Same" is judged against the latest complete multi-mode run analysed
+that has such a run (else the latest multi-mode run, or the latest run when none is multi-mode); a
+baseline missing from the analysed runs is looked up in the results directory. Runs that are not
+complete, miss files or workers, or ran another dataset or preset than the baseline are left out with
+their reason; nothing is computed from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfkit.analysis.load import Excluded, LoadedRun, find_run, load_runs
+from perfkit.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Selection:
+    runs: tuple[LoadedRun, ...]  # analysed, baseline first, then oldest first
+    baseline: LoadedRun | None
+    baseline_note: str  # how the baseline was chosen, or why there is none
+    excluded: tuple[Excluded, ...]
+    warnings: tuple[str, ...]
+
+
+def dataset(meta: dict[str, Any]) -> tuple[Any, ...]:
+    """What data a run trained on: the file (generated or the user's) and the train/test split."""
+    data, cfg = meta.get("data") or {}, meta.get("config") or {}
+    name = Path(str(data.get("path") or cfg.get("data_path") or "")).name
+    return (data.get("source"), name, cfg.get("train_players"), cfg.get("test_players"),
+            cfg.get("sequence_length"), cfg.get("seed"))
+
+
+def workload(meta: dict[str, Any]) -> tuple[Any, ...]:
+    return (meta.get("preset"), *dataset(meta))
+
+
+def describe_data(meta: dict[str, Any]) -> str:
+    source, name, train, test, length, seed = dataset(meta)
+    return f"{name or source} ({train}/{test} players, {length} days, seed {seed})"
+
+
+def _usable(run: LoadedRun) -> bool:
+    return not run.problems
+
+
+def choose_baseline(runs: Sequence[LoadedRun], results_dir: Path, baseline_id: str | None
+                    ) -> tuple[LoadedRun | None, str]:
+    if baseline_id:
+        return _named_baseline(runs, results_dir, baseline_id), "named by --baseline"
+    usable = sorted((r for r in runs if _usable(r)), key=lambda r: r.sort_key)
+    if not usable:
+        return None, "no complete run to compare"
+    references = [r for r in usable if r.mode == "multi"][::-1] or usable[::-1]
+    singles = [r for r in usable if r.mode == "single"]
+    for ref in references:  # the latest multi-mode run that has a baseline among the runs analysed
+        candidates = [r for r in singles if workload(r.meta) == workload(ref.meta)]
+        if candidates:
+            return candidates[-1], _CHOSEN
+    key = workload(references[0].meta)
+    candidates = sorted((r for r in _scan_singles(results_dir, key) if _usable(r)), key=lambda r: r.sort_key)
+    if not candidates:
+        return None, (f"no complete single-mode run on the same data and preset ({key[0]}, "
+                      f"{describe_data(references[0].meta)})")
+    return candidates[-1], _CHOSEN
+
+
+_CHOSEN = "latest complete single-mode run on the same data and preset"
+
+
+def _scan_singles(results_dir: Path, key: tuple[Any, ...]) -> list[LoadedRun]:
+    from perfkit.results import iter_run_dirs, load_meta
+
+    ids = []
+    for d in iter_run_dirs(results_dir):
+        try:
+            meta = load_meta(d)
+        except Exception:  # noqa: BLE001 - an unreadable directory is simply not a candidate
+            continue
+        if meta.get("mode") == "single" and meta.get("status") == "complete" and workload(meta) == key:
+            ids.append(str(meta.get("run_id") or d.name))
+    found = [find_run(results_dir, rid) for rid in sorted(set(ids))]
+    return [r for r in found if r is not None]
+
+
+def _named_baseline(runs: Sequence[LoadedRun], results_dir: Path, baseline_id: str) -> LoadedRun:
+    run = next((r for r in runs if r.run_id == baseline_id), None) or find_run(results_dir, baseline_id)
+    if run is None:
+        raise UsageError(f"--baseline: no run {baseline_id} among the runs analysed or in {results_dir}")
+    if run.problems:
+        raise UsageError(f"--baseline: run {baseline_id} cannot be the baseline: {run.problems[0]}")
+    return run
+
+
+def select(runs: Sequence[LoadedRun], excluded: Sequence[Excluded], results_dir: Path,
+           baseline_id: str | None) -> Selection:
+    baseline, note = choose_baseline(runs, results_dir, baseline_id)
+    pool = list(runs) + ([baseline] if baseline and all(r.run_id != baseline.run_id for r in runs) else [])
+    usable = [r for r in pool if _usable(r)]
+    key = workload(baseline.meta) if baseline else (workload(max(usable, key=lambda r: r.sort_key).meta)
+                                                     if usable else None)
+    kept, left_out, warnings = [], list(excluded), []
+    for run in sorted(pool, key=lambda r: r.sort_key):
+        reason = "; ".join(run.problems) or _mismatch(run.meta, baseline.meta if baseline else None, key)
+        if reason:
+            left_out.append(Excluded(run.run_id, ", ".join(str(p) for p in run.paths), reason))
+            continue
+        kept.append(run)
+        warnings += [f"{run.run_id}: {w}" for w in run.warnings]
+        if baseline is not None and run is not baseline:
+            warnings += [f"{run.run_id}: {w}" for w in _config_notes(run.meta, baseline.meta)]
+    if baseline is not None:
+        kept.sort(key=lambda r: r is not baseline)
+    return Selection(tuple(kept), baseline, note, tuple(left_out), tuple(warnings))
+
+
+def _mismatch(meta: dict[str, Any], base: dict[str, Any] | None, key: tuple[Any, ...] | None) -> str:
+    if key is None or workload(meta) == key:
+        return ""
+    whose = "the baseline's" if base is not None else "the latest run's"
+    if meta.get("preset") != key[0]:
+        return f"preset {meta.get('preset')}, not {whose} {key[0]}"
+    ref = base if base is not None else {"data": {"source": key[1], "path": key[2]},
+                                         "config": dict(zip(("train_players", "test_players", "sequence_length",
+                                                             "seed"), key[3:]))}
+    return f"dataset {describe_data(meta)}, not {whose} {describe_data(ref)}"
+
+
+def _config_notes(meta: dict[str, Any], base: dict[str, Any]) -> list[str]:
+    cfg, ref = meta.get("config") or {}, base.get("config") or {}
+    return [f"{name.replace('_', ' ')} {cfg.get(name)} differs from the baseline's {ref.get(name)}"
+            for name in ("batch_size", "epochs") if cfg.get(name) != ref.get(name)]
+
+
+def load_and_select(paths: Sequence[Path] | None, results_dir: Path, baseline_id: str | None) -> Selection:
+    loaded = load_runs(paths, results_dir)
+    if not loaded.runs and not loaded.excluded:
+        raise UsageError(f"no perfkit runs in {results_dir}" if not paths else "no runs to analyse")
+    return select(loaded.runs, loaded.excluded, results_dir, baseline_id)

@@ -1,0 +1,214 @@
+"""Where a synchronous step's time goes, per worker: compute, transfer, wait; stragglers; what-if.
+
+Definitions (DESIGN.md "Figures"), for step s and worker w:
+
+- from traces (trace_steps.parquet): busy(w,s) = compute_s + other_s (= step_s - collective_s - input_s),
+  collective(w,s) = collective_s, input(w,s) = input_s;
+- estimated, when there is no usable trace: busy(w,s) = CPU-seconds the worker used during the step /
+  its core allowance (its host's CPU budget shared by the host's workers, or more if it measurably used
+  more: its p95 CPU%), collective(w,s) = step_s - busy(w,s) (input and framework time are folded in).
+  Estimates use the steady epochs (after the first) when there are several;
+- transfer(s) = min over w of collective(w,s); wait(w,s) = collective(w,s) - transfer(s);
+- the straggler of step s is the worker with the largest busy time; straggler share = fraction of steps
+  each worker was the straggler; speed score(w) = median over s of min-over-workers busy / median over s
+  of busy(w); flagged when < 0.75; straggler cost = total wait / total worker step time;
+- what-if "equal workers": step(s) = median over w of busy + transfer(s) + median over w of input;
+- what-if "placement": host capacity = sum over its workers of 1 / median busy (work per second, if the
+  host's throughput is shared by its workers); workers are placed one by one on the host where the
+  slowest worker's busy time (workers / capacity) stays smallest.
+
+Only steps recorded for every worker are compared. Analysers only compute; rendering is elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from perfkit.analysis.cpu import CpuSamples, host_budgets, worker_hosts, worker_ticks
+from perfkit.results import RunRecord
+
+FLAG_BELOW = 0.75
+TRACE_NOTE = "from traces"
+ESTIMATE_NOTE = "estimated from CPU-seconds per step (no trace window)"
+STEP_KEY = "key"  # one integer per (epoch, step): a single-column group-by is several times cheaper
+WORKER_COLUMNS = ["worker", "steps_compared", "step_s", "compute_s", "transfer_s", "wait_s", "input_s",
+                  "compute_median_s", "wait_share", "straggler_share", "speed_score", "flagged"]
+PLACEMENT_COLUMNS = ["host", "capacity_share", "workers_now", "workers_proportional", "workers_proposed"]
+
+
+@dataclass(frozen=True)
+class StepSplit:
+    """Per (worker, epoch, step): key, step_s, busy_s, collective_s, input_s, transfer_s, wait_s."""
+
+    source: str  # "trace" or "estimate"
+    steps: pd.DataFrame
+    workers: int
+
+    @property
+    def note(self) -> str:
+        return TRACE_NOTE if self.source == "trace" else ESTIMATE_NOTE
+
+
+@dataclass(frozen=True)
+class StragglerFigures:
+    source: str
+    note: str
+    steps_compared: int
+    workers: pd.DataFrame  # WORKER_COLUMNS
+    cost: float  # total wait / total worker step time
+    step_s: float  # median actual step time (median over workers, then over steps)
+    equal_step_ratio: float  # sum of what-if step times / sum of actual step times
+    placement: pd.DataFrame  # PLACEMENT_COLUMNS; empty with one host
+    compute_now_s: float  # slowest worker's busy time per step under the placement model, now
+    compute_proposed_s: float  # ... with the proposed placement
+    slowest: int  # the worker that was the straggler most often
+    others_wait_share: float  # the other workers' total wait / their total step time
+
+
+def trace_split(trace: pd.DataFrame | None, workers: int) -> StepSplit | None:
+    if trace is None or trace.empty:
+        return None
+    df = pd.DataFrame({
+        "worker": trace["worker"].astype("int64"), "epoch": trace["epoch"].astype("int64"),
+        "step": trace["step"].astype("int64"), "step_s": trace["step_s"].astype(float),
+        "busy_s": (trace["compute_s"] + trace["other_s"]).astype(float),
+        "collective_s": trace["collective_s"].astype(float), "input_s": trace["input_s"].astype(float),
+    })
+    return _finish(df, "trace", workers)
+
+
+def estimate_split(record: RunRecord, cpu: CpuSamples, workers: int) -> StepSplit | None:
+    """Per-step busy time from CPU-seconds per step (cumulative CPU interpolated at step bounds)."""
+    steps, ticks = _steady_steps(record.steps), worker_ticks(cpu.rows)
+    if steps.empty or ticks.empty:
+        return None
+    allowance = _allowance(record, worker_ticks(cpu.workers))
+    frames = []
+    by_worker = dict(tuple(ticks.groupby("worker", sort=True)))
+    for w, s in steps.groupby("worker", sort=True):
+        t = by_worker.get(w, ticks.iloc[0:0])
+        if t.empty or not allowance.get(int(w)):
+            return None
+        cpu_s = _cpu_seconds_between(t, s["t_start_ns"].to_numpy(), s["t_end_ns"].to_numpy())
+        step_s = s["duration_s"].to_numpy(dtype=float)
+        busy = np.minimum(cpu_s / allowance[int(w)], step_s)
+        frames.append(pd.DataFrame({"worker": int(w), "epoch": s["epoch"].to_numpy(), "step": s["step"].to_numpy(),
+                                    "step_s": step_s, "busy_s": busy, "collective_s": step_s - busy,
+                                    "input_s": np.nan}))
+    df = pd.concat(frames, ignore_index=True).dropna(subset=["busy_s"])
+    return _finish(df, "estimate", workers)
+
+
+def _steady_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    if steps.empty:
+        return steps
+    first = steps["epoch"].min()
+    if steps["epoch"].nunique() > 1:
+        return steps[steps["epoch"] > first]
+    return steps[steps["step"] > steps["step"].min()]
+
+
+def _allowance(record: RunRecord, ticks: pd.DataFrame) -> dict[int, float]:
+    """Cores a worker could compute with: its host's budget / the host's workers, or its p95 if higher."""
+    hosts, budgets = worker_hosts(record.meta), host_budgets(record.meta)
+    per_host = pd.Series(hosts).value_counts()
+    p95 = ticks.groupby("worker")["cpu_percent"].quantile(0.95) / 100
+    out = {}
+    for w, measured in p95.items():
+        host = hosts.get(int(w))
+        share = budgets.get(host, math.nan) / per_host.get(host, 1) if host is not None else math.nan
+        known = [x for x in (share, float(measured)) if not math.isnan(x)]
+        out[int(w)] = max(known) if known else 0.0
+    return out
+
+
+def _cpu_seconds_between(ticks: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """CPU-seconds in [start, end] from a worker's samples: the cumulative CPU curve is piecewise linear
+    (each sample is an average over its interval). Steps outside the sampled span get NaN."""
+    if not ticks["t_ns"].is_monotonic_increasing:
+        ticks = ticks.sort_values("t_ns", kind="stable")
+    t = ticks["t_ns"].to_numpy(dtype="int64")
+    t0 = int(t[0] - ticks["dt_s"].iloc[0] * 1e9)
+    xs = np.concatenate([[0.0], (t - t0).astype(float)])
+    ys = np.concatenate([[0.0], np.cumsum(ticks["cpu_s"].to_numpy(dtype=float))])
+    a, b = (start - t0).astype(float), (end - t0).astype(float)
+    out = np.interp(b, xs, ys) - np.interp(a, xs, ys)
+    out[(a < xs[0]) | (b > xs[-1])] = np.nan
+    return out
+
+
+def _finish(df: pd.DataFrame, source: str, workers: int) -> StepSplit | None:
+    """Keep steps recorded for every worker; add transfer (min collective) and wait."""
+    if df.empty:
+        return None
+    df = df.assign(key=df["epoch"].to_numpy() * (int(df["step"].max()) + 1) + df["step"].to_numpy())
+    n = df.groupby(STEP_KEY)["worker"].transform("size")
+    df = df[n == workers]
+    if df.empty:
+        return None
+    transfer = df.groupby(STEP_KEY)["collective_s"].transform("min")
+    df = df.assign(transfer_s=transfer, wait_s=df["collective_s"] - transfer)
+    return StepSplit(source, df.reset_index(drop=True), workers)
+
+
+def stragglers(split: StepSplit, record: RunRecord) -> StragglerFigures:
+    df = split.steps
+    by_step = df.groupby(STEP_KEY)
+    per_step = by_step.agg(min_busy=("busy_s", "min"), median_busy=("busy_s", "median"),
+                           transfer=("transfer_s", "first"), median_input=("input_s", "median"),
+                           median_step=("step_s", "median"))
+    table = _worker_table(df, float(per_step["min_busy"].median()), len(per_step))
+    predicted = per_step["median_busy"] + per_step["transfer"] + per_step["median_input"].fillna(0.0)
+    actual = per_step["median_step"].sum()
+    placement, now, proposed = _placement(table, worker_hosts(record.meta))
+    slowest = int(table.sort_values(["straggler_share", "speed_score"], ascending=[False, True])["worker"].iloc[0])
+    others = df[df["worker"] != slowest]
+    return StragglerFigures(
+        source=split.source, note=split.note, steps_compared=len(per_step), workers=table,
+        cost=float(df["wait_s"].sum() / df["step_s"].sum()) if df["step_s"].sum() > 0 else math.nan,
+        step_s=float(per_step["median_step"].median()),
+        equal_step_ratio=float(predicted.sum() / actual) if actual > 0 else math.nan,
+        placement=placement, compute_now_s=now, compute_proposed_s=proposed, slowest=slowest,
+        others_wait_share=float(others["wait_s"].sum() / others["step_s"].sum()) if len(others) else math.nan)
+
+
+def _worker_table(df: pd.DataFrame, median_min_busy: float, steps: int) -> pd.DataFrame:
+    g = df.groupby("worker")
+    out = g.agg(step_s=("step_s", "mean"), compute_s=("busy_s", "mean"), transfer_s=("transfer_s", "mean"),
+                wait_s=("wait_s", "mean"), input_s=("input_s", "mean"))
+    out["compute_median_s"] = g["busy_s"].median()
+    out["wait_share"] = g["wait_s"].sum() / g["step_s"].sum()
+    is_max = df["busy_s"].to_numpy() == df.groupby(STEP_KEY)["busy_s"].transform("max").to_numpy()
+    slowest = df.loc[is_max, [STEP_KEY, "worker"]].drop_duplicates(STEP_KEY)  # a tie goes to one worker
+    out["straggler_share"] = slowest["worker"].value_counts().reindex(out.index, fill_value=0) / steps
+    out["speed_score"] = median_min_busy / out["compute_median_s"]
+    out["flagged"] = out["speed_score"] < FLAG_BELOW
+    out["steps_compared"] = steps
+    return out.reset_index()[WORKER_COLUMNS]
+
+
+def _placement(table: pd.DataFrame, hosts: dict[int, str]) -> tuple[pd.DataFrame, float, float]:
+    """Workers per host proportional to measured capacity, and the placement minimising the slowest."""
+    busy = pd.Series(table.set_index("worker")["compute_median_s"])
+    if not hosts or busy.isna().any() or (busy <= 0).any():
+        return pd.DataFrame(columns=PLACEMENT_COLUMNS), math.nan, math.nan
+    host_of = busy.index.map(lambda w: hosts.get(int(w), "?"))
+    capacity = (1.0 / busy).groupby(host_of).sum()
+    if len(capacity) < 2:
+        return pd.DataFrame(columns=PLACEMENT_COLUMNS), math.nan, math.nan
+    now = pd.Series(host_of).value_counts().reindex(capacity.index, fill_value=0)
+    total = int(now.sum())
+    proposed = dict.fromkeys(capacity.index, 0)
+    for _ in range(total):  # greedy min-max: optimal for this objective
+        host = min(capacity.index, key=lambda h: ((proposed[h] + 1) / capacity[h], h))
+        proposed[host] += 1
+    out = pd.DataFrame({"host": capacity.index, "capacity_share": (capacity / capacity.sum()).to_numpy(),
+                        "workers_now": now.to_numpy(), "workers_proportional": (capacity / capacity.sum() * total)
+                        .to_numpy(), "workers_proposed": [proposed[h] for h in capacity.index]})
+    now_s = float((now / capacity).max())
+    prop = pd.Series(proposed)
+    return out, now_s, float((prop / capacity).max())

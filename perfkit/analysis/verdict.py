@@ -1,0 +1,179 @@
+"""The verdict: plain sentences generated from an Analysis's numbers.
+
+Each sentence is written only when the figure it states exists (a NaN figure means no sentence), and a
+figure that is an estimate says so in its sentence.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from perfkit.analysis.stragglers import FLAG_BELOW
+
+if TYPE_CHECKING:
+    from perfkit.analysis.analyze import Analysis
+
+
+def ok(value: Any) -> bool:
+    """A figure that exists: a real, finite number."""
+    try:
+        return value is not None and not pd.isna(value) and math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def present(value: Any) -> bool:
+    """A text figure that exists (not None/NaN/empty)."""
+    return isinstance(value, str) and bool(value)
+
+
+def num(value: float) -> str:
+    """Three significant digits, no exponent for ordinary magnitudes (0.96, 1.44, 12.3, 171)."""
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def _estimated(text: str, est: str) -> str:
+    return f"{est}: {text[0].lower()}{text[1:]}" if est else text
+
+
+def verdict(a: Analysis) -> list[str]:
+    lines = _baseline_lines(a)
+    base = a.runs[a.runs["run_id"] == a.baseline_id].iloc[0] if a.baseline_id else None
+    for row in a.runs.itertuples(index=False):
+        if row.run_id != a.baseline_id:
+            lines += run_lines(row, base, a)
+    if not a.excluded.empty:
+        lines.append(f"Left out {len(a.excluded)} run(s): " + "; ".join(
+            f"{e.run_id} ({e.reason})" for e in a.excluded.itertuples(index=False)) + ".")
+    return lines
+
+
+def _baseline_lines(a: Analysis) -> list[str]:
+    if a.runs.empty:
+        return ["No run could be analysed."]
+    if a.baseline_id is None:
+        return [f"No baseline ({a.baseline_note}): speedup, efficiency and the gaps to the baseline are not "
+                f"computed."]
+    b = a.runs[a.runs["run_id"] == a.baseline_id].iloc[0]
+    parts = [f"steady epoch {b.steady_epoch_s:.1f} s" if ok(b.steady_epoch_s) else "no epoch time",
+             f"{b.steady_samples_per_s:,.0f} samples/s" if ok(b.steady_samples_per_s) else None,
+             f"{num(b.cpu_s_per_1k_samples)} CPU-seconds per 1,000 samples" if ok(b.cpu_s_per_1k_samples) else None]
+    text = f"Baseline: {b.run_id} ({b['mode']}, {a.baseline_note}): " + ", ".join(p for p in parts if p)
+    return [text + _cpu_per_process(a, b.run_id) + "."]
+
+
+def _cpu_per_process(a: Analysis, run_id: str) -> str:
+    w = a.workers[a.workers["run_id"] == run_id] if not a.workers.empty else a.workers
+    if w.empty or "cpu_mean" not in w or not w["cpu_mean"].notna().any():
+        return ""
+    lo, hi = w["cpu_mean"].min(), w["cpu_mean"].max()
+    span = f"{lo:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}%"
+    if len(w) == 1:
+        return f"; its process used {span} CPU on average (100% = one core)"
+    return f"; each worker process used {span} CPU on average (100% = one core)"
+
+
+def run_lines(row: Any, base: Any, a: Analysis) -> list[str]:
+    est = "" if row.split_source == "trace" else "Estimated from CPU-seconds per step (no trace window)"
+    lines = [_speed_line(row, base)]
+    if present(row.split_source) and row.workers > 1:  # one worker: nobody to wait for
+        lines += _straggler_lines(row, a, est)
+        lines += _what_if_lines(row, base, a, est)
+    elif row.workers > 1:
+        lines.append(f"Stragglers and the what-if are not computed ({row.split_note}).")
+    lines += _cpu_lines(row, base, a)
+    lines.append(_convergence_line(row, base))
+    return [line for line in lines if line]
+
+
+def _convergence_line(row: Any, base: Any) -> str:
+    if not ok(row.val_accuracy):
+        return ""
+    if base is None or not ok(base.val_accuracy):
+        auc = f", AUC {row.val_auc:.4f}" if ok(row.val_auc) else ""
+        return f"Validation after the last epoch: accuracy {row.val_accuracy:.4f}{auc}."
+    auc = (f", AUC {row.val_auc:.4f} vs {base.val_auc:.4f} ({row.val_auc_gap:+.4f})"
+           if ok(row.val_auc) and ok(base.val_auc) else "")
+    return (f"Validation after the last epoch: accuracy {row.val_accuracy:.4f} vs {base.val_accuracy:.4f} "
+            f"for the baseline ({row.val_accuracy_gap:+.4f}){auc}.")
+
+
+def _speed_line(row: Any, base: Any) -> str:
+    who = f"{row.run_id} ({row.mode}, {row.workers} worker{'s' if row.workers != 1 else ''})"
+    warm = " Only one epoch was run, so its time includes the warm-up." if row.steady_is_warmup else ""
+    if base is None or not ok(row.speedup):
+        if not ok(row.steady_epoch_s):
+            return f"{who}: no epoch time was recorded."
+        rate = f", {row.steady_samples_per_s:,.0f} samples/s" if ok(row.steady_samples_per_s) else ""
+        return f"{who}: steady epoch {row.steady_epoch_s:.1f} s{rate}.{warm}"
+    times = f"steady epoch {row.steady_epoch_s:.1f} s vs {base.steady_epoch_s:.1f} s"
+    fit = f", fit {row.speedup_fit:.2f}x" if ok(row.speedup_fit) else ""
+    if row.speedup >= 1:
+        return (f"{who} is {row.speedup:.2f}x faster than {base.run_id} (scaling efficiency {row.efficiency:.0%}; "
+                f"{times}{fit}).{warm}")
+    return (f"{who} is {1 / row.speedup:.2f}x slower than {base.run_id}: speedup {row.speedup:.2f}x, scaling "
+            f"efficiency {row.efficiency:.0%} ({times}{fit}).{warm}")
+
+
+def _straggler_lines(row: Any, a: Analysis, est: str) -> list[str]:
+    if not ok(row.slowest_speed_score):
+        return []
+    slow = int(row.slowest_worker)
+    cost = f" Waiting cost {row.straggler_cost:.0%} of all worker step time." if ok(row.straggler_cost) else ""
+    others = (f"; the other workers spent {row.others_wait_share:.0%} of each step waiting for it"
+              if ok(row.others_wait_share) else "")
+    who = f"Worker {slow} on {row.slowest_host} was the slowest in {row.slowest_straggler_share:.0%} of steps"
+    if row.slowest_speed_score < FLAG_BELOW:
+        more = [int(x) for x in str(row.flagged_workers or "").split() if int(x) != slow]
+        also = f" Also flagged (speed score < {FLAG_BELOW}): worker(s) {', '.join(map(str, more))}." if more else ""
+        return [_estimated(f"{who} (speed score {row.slowest_speed_score:.2f}){others}.", est) + cost + also]
+    w = a.workers[a.workers["run_id"] == row.run_id]
+    low = w.loc[w["speed_score"].idxmin()]
+    return [_estimated(f"No worker is flagged as a straggler (speed score < {FLAG_BELOW}; lowest "
+                       f"{low.speed_score:.3f}, worker {int(low.worker)}). {who}{others}.", est) + cost]
+
+
+def _what_if_lines(row: Any, base: Any, a: Analysis, est: str) -> list[str]:
+    lines = []
+    if ok(row.equal_epoch_s):
+        vs = f" (~{row.equal_speedup:.2f}x the baseline)" if base is not None and ok(row.equal_speedup) else ""
+        lines.append(_estimated(f"With equal workers (all at the median worker's speed) a steady epoch would take "
+                                f"~{row.equal_epoch_s:.1f} s instead of {row.steady_epoch_s:.1f} s{vs}.", est))
+    if present(row.placement_proposed):
+        lines.append(_placement_line(row, a, est))
+    return lines
+
+
+def _placement_line(row: Any, a: Analysis, est: str) -> str:
+    p = a.placement[a.placement["run_id"] == row.run_id]
+    shares = ":".join(f"{x:.1f}" for x in p["workers_proportional"])
+    hosts = row.placement_hosts
+    if row.placement_proposed == row.placement_now:
+        return _estimated(f"The placement {row.placement_now} ({hosts}) already matches measured host speed "
+                          f"(proportional shares {shares}).", est)
+    empty = [str(h) for h, n in zip(p["host"], p["workers_proposed"]) if n == 0]
+    none = f" {', '.join(empty)} would get no worker." if empty else ""
+    cut = (f" would cut the slowest worker's compute per step from ~{row.compute_now_s:.2f} s to "
+           f"~{row.compute_proposed_s:.2f} s" if ok(row.compute_now_s) and ok(row.compute_proposed_s) else "")
+    return _estimated(f"Placing workers {row.placement_proposed} ({hosts}) by measured host speed instead of "
+                      f"{row.placement_now} (proportional shares {shares}){cut}, if each host's measured "
+                      f"throughput is shared by its workers.", est) + none
+
+
+def _cpu_lines(row: Any, base: Any, a: Analysis) -> list[str]:
+    lines = []
+    if ok(row.cpu_s_per_1k_samples):
+        vs = (f" vs {num(base.cpu_s_per_1k_samples)} for the baseline ({row.cpu_cost_vs_baseline:.2f}x)"
+              if base is not None and ok(row.cpu_cost_vs_baseline) else "")
+        lines.append(f"CPU cost: {num(row.cpu_s_per_1k_samples)} CPU-seconds per 1,000 samples{vs}"
+                     f"{_cpu_per_process(a, row.run_id)}.")
+    h = a.hosts[(a.hosts["run_id"] == row.run_id)] if not a.hosts.empty else a.hosts
+    h = h[h["budget_share_mean"].notna()] if not h.empty else h
+    if not h.empty:
+        lines.append("Host CPU against its budget (mean): " + ", ".join(
+            f"{r.host} {r.cpu_mean:.0f}% of {r.budget_cores * 100:.0f}% ({r.budget_share_mean:.0%})"
+            for r in h.itertuples(index=False)) + ".")
+    return lines

@@ -1,0 +1,96 @@
+"""`perfkit analyze`: speedup over the single-machine baseline, and why not more.
+
+Thin: parse flags, call ``perfkit.analysis.analyze.analyze`` and the renderers. pandas, plotly and the
+analysis modules are imported inside the command, so ``perfkit analyze --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from perfkit.cli import app
+
+if TYPE_CHECKING:
+    from perfkit.analysis.analyze import Analysis
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+
+
+@app.command("analyze")
+def analyze_command(
+    run_dirs: Annotated[Optional[list[Path]], typer.Argument(
+        metavar="RUN_DIR",
+        help="Run directories (a part <run-id>--<host> brings its sibling parts); "
+        "default: every run in --results-dir.", show_default=False)] = None,
+    results_dir: Annotated[Path, typer.Option(help="Where run directories live.")] = Path("results"),
+    baseline: Annotated[Optional[str], typer.Option(
+        help="Run id of the baseline (default: the latest complete single-mode run on the same data and "
+        "preset).", show_default=False)] = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table: verdict and tables in the terminal; json: "
+                                        "every figure as JSON.")] = Format.table,
+    output: Annotated[Optional[Path], typer.Option(help="--format json: write the JSON here instead of stdout.",
+                                                   show_default=False)] = None,
+    html: Annotated[Optional[Path], typer.Option(
+        help="Write the HTML report here (default: <results-dir>/analysis/<UTC time>/report.html).",
+        show_default=False)] = None,
+    no_html: Annotated[bool, typer.Option("--no-html", help="Write no HTML report.")] = False,
+    csv: Annotated[Optional[Path], typer.Option(help="Also write the per-run table as CSV here.",
+                                                show_default=False)] = None,
+) -> None:
+    """Compare runs with the baseline: speedup, efficiency, CPU, memory, stragglers, what-if, convergence."""
+    from perfkit.errors import UsageError
+
+    if output is not None and fmt is not Format.json:
+        raise UsageError("--output: only with --format json (the table goes to the terminal)")
+    if html is not None and no_html:
+        raise UsageError("--html and --no-html: give one of them, not both")
+    for flag, path in (("--output", output), ("--html", html), ("--csv", csv)):
+        if path is not None and path.is_dir():
+            raise UsageError(f"{flag}: {path} is a directory; give a file path")
+
+    from perfkit.analysis.analyze import analyze
+
+    analysis = analyze(run_dirs or None, results_dir, baseline)
+    write_outputs(analysis, fmt, output, None if no_html else (html or default_html_path(results_dir)), csv)
+
+
+def default_html_path(results_dir: Path) -> Path:
+    from datetime import datetime, timezone
+
+    return results_dir / "analysis" / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") / "report.html"
+
+
+def write_outputs(analysis: Analysis, fmt: Format, output: Path | None, html: Path | None, csv: Path | None,
+                  verdict_last: bool = False) -> None:
+    from rich.console import Console
+
+    from perfkit.analysis import report_json
+
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    notes = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
+    if fmt is Format.json:
+        if output is None:
+            sys.stdout.write(report_json.to_json(analysis))
+        else:
+            report_json.write_json(analysis, output)
+            notes.print(f"JSON: {output}", highlight=False)
+    else:
+        from perfkit.analysis.report_console import render
+
+        render(analysis, console, verdict_last=verdict_last)
+    if csv is not None:
+        report_json.write_csv(analysis, csv)
+        (notes if fmt is Format.json else console).print(f"CSV: {csv}", highlight=False)
+    if html is not None:
+        from perfkit.analysis.report_html import write_html
+
+        write_html(analysis, html)
+        (notes if fmt is Format.json else console).print(f"HTML report: {html}", highlight=False)

@@ -1,0 +1,58 @@
+"""`perfkit compare`: the whole study in one command — the single-machine baseline, then the multi-worker
+run on the same data, then their analysis with the verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from perfkit.cli import app
+from perfkit.config import PRESETS, Mode, RunConfig
+
+
+@app.command("compare")
+def compare_command(
+    preset: Annotated[str, typer.Option(help=f"Workload size for both runs: {', '.join(PRESETS)}.")] = "quick",
+    cluster: Annotated[Optional[Path], typer.Option(help="Multi-worker run on this cluster file (local hosts are "
+                                                    "emulated with their CPU budgets).", show_default=False)] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Multi-worker run with N workers on 127.0.0.1 "
+                                                   "(default 2 when no --cluster).", show_default=False)] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="Override the preset's epochs.", show_default=False)] = None,
+    results_dir: Annotated[Path, typer.Option(help="Where both run directories are created.")] = Path("results"),
+    label: Annotated[Optional[str], typer.Option(help="Appended to both run ids.", show_default=False)] = None,
+    pin: Annotated[bool, typer.Option("--pin/--no-pin", help="Pin workers to cores and cap TF threads.")] = True,
+    connect_timeout: Annotated[float, typer.Option(help="Seconds for the cluster to form.")] = 120.0,
+    no_profile: Annotated[bool, typer.Option("--no-profile", help="No profiler trace window (the straggler "
+                                             "figures become CPU-based estimates).")] = False,
+    html: Annotated[Optional[Path], typer.Option(help="HTML report path (default: <results-dir>/analysis/"
+                                                 "<UTC time>/report.html).", show_default=False)] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No training progress; still the verdict.")] = False,
+) -> None:
+    """Run single, then multi, on the same data, and say how much faster multi was and why not more."""
+    from perfkit.cli.analyze import Format, default_html_path, write_outputs
+    from perfkit.cli.run import multi_options, train_once
+    from perfkit.errors import UsageError
+
+    if cluster is not None and workers is not None:
+        raise UsageError("--cluster/--workers: give one of them, not both")
+    if html is not None and html.is_dir():
+        raise UsageError(f"--html: {html} is a directory; give a file path")
+    # Everything is checked before the first minute of training is spent.
+    single = RunConfig.from_preset(Mode.single, preset, epochs=epochs, label=label)
+    multi = RunConfig.from_preset(Mode.multi, preset, epochs=epochs, label=label)
+    opts = multi_options(workers if cluster is None and workers is not None else (None if cluster else 2),
+                         cluster, None, None, False, pin, connect_timeout, 0)
+    if multi.batch_size % opts.cluster.num_workers:
+        raise UsageError(f"--workers: the global batch {multi.batch_size} does not divide among "
+                         f"{opts.cluster.num_workers} workers")
+    typer.echo(f"1/3 single-machine baseline ({preset} preset)")
+    base = train_once(single, None, results_dir, None, quiet)
+    typer.echo(f"2/3 multi-worker run: {opts.cluster.num_workers} workers on {len(opts.cluster.hosts)} host(s)")
+    run = train_once(multi, opts, results_dir, None, quiet)
+    typer.echo("3/3 analysis")
+    from perfkit.analysis.analyze import analyze
+
+    analysis = analyze([base, run], results_dir, base.name)
+    write_outputs(analysis, Format.table, None, html or default_html_path(results_dir), None, verdict_last=True)

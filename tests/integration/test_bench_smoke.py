@@ -1,0 +1,118 @@
+"""Every benchmark script in its ``--smoke`` size (tiny preset, one repeat) through ``perfkit bench``:
+it exits 0, prints a Markdown table and writes its JSON with the expected keys and sane figures.
+
+The real measurements are run by hand (see bench/); these only prove the scripts still work.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration._util import perfkit
+
+pytestmark = pytest.mark.integration
+
+MACHINE_KEYS = {"cpu_model", "logical_cores", "memory_bytes"}
+
+
+def smoke(name: str, tmp_path: Path, *extra: str, timeout: float = 420) -> dict[str, Any]:
+    proc = perfkit("bench", name, "--smoke", "--results-root", str(tmp_path), *extra, timeout=timeout)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert "| ---" in proc.stdout, proc.stdout
+    files = list((tmp_path / "bench").glob(f"{name}-*.json"))
+    assert len(files) == 1, files
+    data = json.loads(files[0].read_text())
+    assert data["benchmark"] == name and data["ok"] is True and data["errors"] == []
+    assert MACHINE_KEYS <= set(data["machine"]) and data["machine"]["logical_cores"] >= 1
+    assert data["params"]["repeats"] == 1
+    return data
+
+
+def positive(stats: dict[str, Any]) -> float:
+    assert stats["n"] >= 1 and stats["failed"] == 0, stats
+    assert 0 < stats["min"] <= stats["median"] <= stats["max"], stats
+    return float(stats["median"])
+
+
+def test_overhead_smoke(tmp_path: Path) -> None:
+    r = smoke("overhead", tmp_path)["results"]
+    for arm in ("bare", "instrumented"):
+        positive(r[arm]["steady_epoch_wall_s"])
+        positive(r[arm]["steady_samples_per_s"])
+    assert r["instrumented"]["runs"][0]["run_dir"]
+    assert 0.3 < positive(r["ratio"]["steady_epoch_wall"]) < 5
+    assert r["meets_target"] in (True, False)
+
+
+def test_trainer_smoke(tmp_path: Path) -> None:
+    r = smoke("trainer", tmp_path)["results"]
+    for arm in ("article", "perfkit"):
+        positive(r[arm]["steady_samples_per_s"])
+        positive(r["flops"][arm]["achieved_flop_per_s"])
+        assert 0 < positive(r["flops"][arm]["share_of_matmul"]) < 5
+    assert r["article"]["runs"][0]["extra"]["params"] == 441_729  # the same model on both sides
+    assert r["article"]["runs"][0]["extra"]["data"].endswith("synth-v1-2560p-7d-seed20190101.parquet")
+    assert r["flops"]["matmul"]["flop_per_s"] > 1e8
+    assert r["flops"]["train_flops_per_sample"] > 1e7
+    positive(r["ratio"]["steady_samples_per_s"])
+
+
+@pytest.mark.slow
+def test_multiworker_smoke(tmp_path: Path) -> None:
+    r = smoke("multiworker", tmp_path, timeout=560)["results"]
+    for arm in ("single", "2w pinned", "2w unpinned"):
+        positive(r[arm]["steady_samples_per_s"])
+    positive(r["ratio_to_single"]["2w pinned"])
+    assert r["verdicts"]["2w default_is_better"] in (True, False)
+
+
+def test_datagen_smoke(tmp_path: Path) -> None:
+    r = smoke("datagen", tmp_path)["results"]
+    positive(r["wall_s"])
+    assert positive(r["peak_rss_bytes"]) > 10 * 2**20
+    assert r["runs"][0]["file_bytes"] > 0 and r["meets_target"] is None  # targets are for the blog size
+
+
+def test_analysis_smoke(tmp_path: Path) -> None:
+    r = smoke("analysis", tmp_path)["results"]
+    assert r["generated"]["workers"] == 4 and r["generated"]["steps_per_worker"] > 0
+    for arm in ("default", "json"):
+        positive(r[arm]["wall_s"])
+        positive(r[arm]["peak_rss_bytes"])
+    assert not (tmp_path / "bench" / "runs").exists() or not any((tmp_path / "bench" / "runs").iterdir())
+
+
+@pytest.mark.slow
+def test_article_smoke(tmp_path: Path) -> None:
+    # Two lightly budgeted emulated hosts instead of the article's 1.6 + 0.4 cores, whose tiny run alone
+    # takes ~2 minutes here: the same code path (cluster file, emulated hosts, analyze) in a third of it.
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text("".join(f'[[hosts]]\nname = "{n}"\naddress = "{a}"\ncores = {c}\nworkers = 1\n'
+                               f"base_port = 20000\n\n" for n, a, c in (("big", "127.0.0.1", 3),
+                                                                          ("small", "127.0.0.2", 1))))
+    data = smoke("article", tmp_path, "--cluster", str(cluster), timeout=560)
+    r = data["results"]
+    positive(r["single"]["steady_epoch_s"])
+    positive(r["multi"]["steady_epoch_s"])
+    positive(r["speedup"]["steady_epoch"])
+    assert r["analysis"]["verdict"] and Path(r["analysis"]["json"]).is_file()
+    assert {w["host"] for w in r["multi_worker_cpu"]} == {"big", "small"}
+    assert data["targets"]["article"]["single"]["steady_epoch_s"] == 100.0
+
+
+def test_unknown_benchmark_is_a_one_line_usage_error() -> None:
+    proc = perfkit("bench", "no-such-bench", timeout=60)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "overhead" in lines[0] and "article" in lines[0]
+
+
+def test_python_m_bench_lists_the_benchmarks() -> None:
+    proc = subprocess.run([sys.executable, "-m", "bench"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "multiworker" in proc.stdout

@@ -1,0 +1,40 @@
+"""The whole study end to end: `perfkit compare` trains a tiny single baseline and a 2-worker run, then
+analyses them; `perfkit analyze` over the same results agrees and writes JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.integration._util import meta
+from tests.integration._util import perfkit as _perfkit
+
+pytestmark = pytest.mark.integration
+
+
+def test_compare_runs_both_strategies_and_ends_with_the_verdict_and_report(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    proc = _perfkit("compare", "--preset", "tiny", "--workers", "2", "--results-dir", str(results), "--quiet",
+                    timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = sorted(p for p in results.iterdir() if (p / "run.json").is_file())
+    assert [meta(r)["mode"] for r in runs] == ["single", "multi"]
+    assert all(meta(r)["status"] == "complete" for r in runs)
+    out = proc.stdout
+    assert "Verdict" in out and f"{runs[1].name} (multi, 2 workers) is" in out and "speedup" in out
+    m = re.search(r"HTML report: (\S+)", out)
+    assert m and out.rstrip().endswith(m.group(1)), out[-500:]
+    html = Path(m.group(1)).read_text()
+    assert "plotly" in html.lower() and runs[0].name in html
+
+    analysed = _perfkit("analyze", "--results-dir", str(results), "--format", "json", "--no-html")
+    assert analysed.returncode == 0, analysed.stderr[-2000:]
+    doc = json.loads(analysed.stdout)
+    by_id = {r["run_id"]: r for r in doc["runs"]}
+    assert doc["baseline"]["run_id"] == runs[0].name and set(by_id) == {r.name for r in runs}
+    multi = by_id[runs[1].name]
+    assert multi["speedup"] > 0 and multi["workers"] == 2
+    assert multi["split_source"] == "trace", "the 2-worker run was profiled: its split comes from traces"

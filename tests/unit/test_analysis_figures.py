@@ -1,0 +1,216 @@
+"""Every figure of `perfkit analyze` on hand-built runs with known answers (see _analysis_runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perfkit.analysis.analyze import Analysis, analyze
+from perfkit.analysis.load import load_runs
+from tests.unit._analysis_runs import S, single_run, write_run
+
+BASE, STRAG = "20260101T000000Z-single-base", "20260101T010000Z-multi-strag"
+
+
+def _pair(tmp_path: Path, **kw: object) -> Analysis:
+    """Baseline: 1 worker, step 1.05 s -> epoch 11.5 s. Straggler run: workers 0-2 compute 0.2 s on host a
+    (3 cores), worker 3 0.5 s on host b (1 core); input 0.05, transfer 0.1 -> step 0.65 s, epoch 7.5 s."""
+    single_run(tmp_path, BASE, started="2026-01-01T00:00:00Z")
+    write_run(tmp_path, STRAG, started="2026-01-01T01:00:00Z", **kw)  # type: ignore[arg-type]
+    return analyze(None, tmp_path)
+
+
+def _run(a: Analysis, run_id: str = STRAG) -> pd.Series:
+    return a.runs.set_index("run_id").loc[run_id]
+
+
+def _workers(a: Analysis, run_id: str = STRAG) -> pd.DataFrame:
+    return a.workers[a.workers["run_id"] == run_id].set_index("worker")
+
+
+def test_epoch_fit_throughput_speedup_and_efficiency(tmp_path: Path) -> None:
+    a = _pair(tmp_path)
+    assert a.baseline_id == BASE and "latest complete single-mode run" in a.baseline_note
+    base, run = _run(a, BASE), _run(a)
+    assert base["steady_epoch_s"] == pytest.approx(11.5) and run["steady_epoch_s"] == pytest.approx(7.5)
+    assert base["fit_s"] == pytest.approx(34.5) and run["fit_s"] == pytest.approx(22.5)
+    assert run["steady_samples_per_s"] == pytest.approx(640 / 6.5)  # 10 steps x 64 samples in 6.5 s
+    assert run["speedup"] == pytest.approx(11.5 / 7.5) and run["speedup_fit"] == pytest.approx(34.5 / 22.5)
+    assert run["efficiency"] == pytest.approx(11.5 / 7.5 / 4)
+    assert base["speedup"] == pytest.approx(1.0) and bool(base["is_baseline"])
+
+
+def test_cpu_cost_per_process_per_host_and_budget_share(tmp_path: Path) -> None:
+    a = _pair(tmp_path)
+    run = _run(a)
+    # 22.5 s window; workers at 100% each -> 4 x 22.5 CPU-s (launcher and the 999% samples after the end left out)
+    assert run["cpu_s"] == pytest.approx(90.0, abs=1e-3)
+    assert run["cpu_s_per_1k_samples"] == pytest.approx(90.0 / 1920 * 1000, rel=1e-4)
+    assert run["cpu_cost_vs_baseline"] == pytest.approx(run["cpu_s_per_1k_samples"] / (34.5 * 1.5 / 1920 * 1000),
+                                                        rel=1e-4)
+    hosts = a.hosts[a.hosts["run_id"] == STRAG].set_index("host")
+    assert hosts.loc["a", "cpu_mean"] == pytest.approx(300.0) and hosts.loc["a", "budget_cores"] == 3.0
+    assert hosts.loc["a", "budget_share_mean"] == pytest.approx(1.0)
+    assert hosts.loc["b", "workers"] == 1 and hosts.loc["b", "cpu_p95"] == pytest.approx(100.0)
+    procs = a.processes[a.processes["run_id"] == STRAG]
+    assert set(procs["role"]) == {"worker", "launcher"} and len(procs) == 5
+    assert procs.set_index("worker").loc[-1, "cpu_mean"] == pytest.approx(1.0)
+
+
+def test_memory_per_worker(tmp_path: Path) -> None:
+    w = _workers(_pair(tmp_path))
+    assert w["rss_peak_bytes"].tolist() == [(i + 2) * 100 * 2**20 for i in range(4)]
+    assert w["steps"].tolist() == [30] * 4 and w["step_median_s"].tolist() == pytest.approx([0.65] * 4)
+
+
+def test_trace_split_stragglers_and_what_if(tmp_path: Path) -> None:
+    a = _pair(tmp_path)
+    run, w = _run(a), _workers(a)
+    assert run["split_source"] == "trace" and run["steps_compared"] == 30
+    assert w["compute_s"].tolist() == pytest.approx([0.2, 0.2, 0.2, 0.5])  # compute_s + other_s
+    assert w["transfer_s"].tolist() == pytest.approx([0.1] * 4)
+    assert w["wait_s"].tolist() == pytest.approx([0.3, 0.3, 0.3, 0.0])
+    assert w["input_s"].tolist() == pytest.approx([0.05] * 4)
+    assert w["straggler_share"].tolist() == pytest.approx([0, 0, 0, 1])
+    assert w["speed_score"].tolist() == pytest.approx([1, 1, 1, 0.4])
+    assert w["flagged"].tolist() == [False, False, False, True]
+    assert run["flagged_workers"] == "3" and run["slowest_worker"] == 3 and run["slowest_host"] == "b"
+    assert run["straggler_cost"] == pytest.approx(3 * 0.3 / (4 * 0.65))
+    assert run["others_wait_share"] == pytest.approx(0.3 / 0.65)
+    # all at the median worker's speed: 0.2 compute + 0.1 transfer + 0.05 input instead of 0.65
+    assert run["equal_step_ratio"] == pytest.approx(0.35 / 0.65)
+    assert run["equal_epoch_s"] == pytest.approx(7.5 - 6.5 * (1 - 0.35 / 0.65))  # validation kept as measured
+    assert run["equal_speedup"] == pytest.approx(11.5 / run["equal_epoch_s"])
+
+
+def test_placement_what_if_follows_measured_capacity(tmp_path: Path) -> None:
+    a = _pair(tmp_path)
+    run = _run(a)
+    place = a.placement[a.placement["run_id"] == STRAG].set_index("host")
+    # capacity a = 3 / 0.2 = 15 steps/s, b = 1 / 0.5 = 2: shares 15/17 and 2/17 of 4 workers
+    assert place["workers_proportional"].tolist() == pytest.approx([4 * 15 / 17, 4 * 2 / 17])
+    assert place["workers_now"].tolist() == [3, 1] and place["workers_proposed"].tolist() == [4, 0]
+    assert run["placement_now"] == "3:1" and run["placement_proposed"] == "4:0" and run["placement_hosts"] == "a:b"
+    assert run["compute_now_s"] == pytest.approx(0.5) and run["compute_proposed_s"] == pytest.approx(4 / 15)
+
+
+def test_placement_keeps_a_placement_that_already_matches(tmp_path: Path) -> None:
+    # a 4th worker on host a (4 x 0.3 / 3 = 0.4 s) would be slower than worker 3 on b (0.36 s): 3:1 is right
+    single_run(tmp_path, BASE)
+    write_run(tmp_path, STRAG, hosts=(("a", 3.0, 3), ("b", 1.0, 1)), busy={0: 0.3, 1: 0.3, 2: 0.3, 3: 0.36})
+    a = analyze(None, tmp_path)
+    assert _run(a)["placement_proposed"] == _run(a)["placement_now"] == "3:1"
+    assert not _workers(a)["flagged"].any()
+
+
+def test_estimates_without_a_trace_are_labelled(tmp_path: Path) -> None:
+    # no trace: compute = CPU-seconds per step / core allowance (host cores / its workers: 1 core each)
+    a = _pair(tmp_path, trace=False, cpu={0: 40.0, 1: 40.0, 2: 40.0, 3: 100.0})
+    run, w = _run(a), _workers(a)
+    assert run["split_source"] == "estimate" and "estimated from CPU-seconds" in run["split_note"]
+    assert run["steps_compared"] == 20  # the steady epochs (after the first)
+    assert w["compute_s"].tolist() == pytest.approx([0.26, 0.26, 0.26, 0.65])  # 0.4 x 0.65 s; 1.0 x 0.65 s
+    assert w["input_s"].isna().all()  # not measured: folded into transfer, not made up
+    assert w["speed_score"].tolist() == pytest.approx([1, 1, 1, 0.4])
+    assert run["straggler_cost"] == pytest.approx(3 * 0.39 / (4 * 0.65))
+    assert (w["split_source"] == "estimate").all()
+
+
+def test_single_run_without_trace_has_no_split(tmp_path: Path) -> None:
+    a = _pair(tmp_path)
+    base = _run(a, BASE)
+    assert pd.isna(base["split_source"]) and pd.isna(base["straggler_cost"])
+    assert "no split" in base["split_note"]
+
+
+def test_convergence_per_epoch_and_gap_at_the_last(tmp_path: Path) -> None:
+    single_run(tmp_path, BASE, val_accuracy=(0.80, 0.85, 0.95))
+    write_run(tmp_path, STRAG, val_accuracy=(0.70, 0.80, 0.90))
+    a = analyze(None, tmp_path)
+    ep = a.epochs[a.epochs["run_id"] == STRAG]
+    assert ep["epoch"].tolist() == [1, 2, 3] and ep["val_accuracy"].tolist() == pytest.approx([0.7, 0.8, 0.9])
+    assert ep["val_auc"].tolist() == pytest.approx([0.90, 0.92, 0.94])
+    assert ep["end_s"].tolist() == pytest.approx([7.5, 15.0, 22.5])  # chart marks: seconds since the first step
+    assert _run(a)["val_accuracy_gap"] == pytest.approx(-0.05)
+    assert _run(a)["val_loss_gap"] == pytest.approx(0.0)
+
+
+def test_two_host_parts_merge_on_the_wall_clock(tmp_path: Path) -> None:
+    single_run(tmp_path, BASE)
+    paths = write_run(tmp_path, STRAG, parts=True)  # host b's monotonic clock is 4000 s off host a's
+    assert [p.name for p in paths] == [f"{STRAG}--a", f"{STRAG}--b"]
+    run = load_runs([paths[1]], tmp_path).runs[0]  # naming one part brings its sibling
+    assert run.run_id == STRAG and not run.problems and len(run.paths) == 2
+    firsts = run.record.steps.groupby("worker")["t_start_ns"].min()
+    assert (firsts.max() - firsts.min()) < 1_000_000  # lined up within 1 ms
+    assert run.record.meta["clock"] == "wall" and sorted(run.record.meta["parts"]) == ["a", "b"]
+    a = analyze(None, tmp_path)
+    r = _run(a)
+    assert r["fit_s"] == pytest.approx(22.5) and r["speedup"] == pytest.approx(11.5 / 7.5)
+    assert r["slowest_worker"] == 3 and r["straggler_cost"] == pytest.approx(3 * 0.3 / (4 * 0.65))
+    hosts = a.hosts[a.hosts["run_id"] == STRAG].set_index("host")
+    assert hosts.loc["a", "cpu_mean"] == pytest.approx(300.0) and hosts.loc["b", "cpu_mean"] == pytest.approx(100.0)
+    # the two launchers share a pid on different machines: still two processes
+    launchers = a.processes[(a.processes["run_id"] == STRAG) & (a.processes["worker"] == -1)]
+    assert len(launchers) == 2 and launchers["cpu_s"].tolist() == pytest.approx([0.225, 0.225], abs=1e-3)
+
+
+def test_missing_part_is_left_out_naming_it(tmp_path: Path) -> None:
+    import shutil
+
+    single_run(tmp_path, BASE)
+    paths = write_run(tmp_path, STRAG, parts=True)
+    shutil.rmtree(paths[1])
+    a = analyze(None, tmp_path)
+    assert STRAG not in set(a.runs["run_id"])
+    reason = a.excluded.set_index("run_id").loc[STRAG, "reason"]
+    assert "worker(s) 3" in reason and f"{STRAG}--b" in reason
+
+
+def test_baseline_is_the_latest_complete_single_run_on_the_same_workload(tmp_path: Path) -> None:
+    single_run(tmp_path, "20260101T000000Z-single-old", started="2026-01-01T00:00:00Z")
+    single_run(tmp_path, "20260101T020000Z-single-new", started="2026-01-01T02:00:00Z", busy=2.0)
+    single_run(tmp_path, "20260101T030000Z-single-blog", started="2026-01-01T03:00:00Z", preset="blog")
+    single_run(tmp_path, "20260101T040000Z-single-failed", started="2026-01-01T04:00:00Z", status="failed")
+    write_run(tmp_path, STRAG, started="2026-01-01T01:00:00Z")
+    a = analyze(None, tmp_path)
+    assert a.baseline_id == "20260101T020000Z-single-new"
+    assert _run(a)["speedup"] == pytest.approx(21.5 / 7.5)  # 10 x 2.05 + 1 s against 7.5 s
+    # --baseline overrides
+    b = analyze(None, tmp_path, "20260101T000000Z-single-old")
+    assert b.baseline_id == "20260101T000000Z-single-old" and b.baseline_note == "named by --baseline"
+    assert _run(b)["speedup"] == pytest.approx(11.5 / 7.5)
+
+
+def test_baseline_outside_the_named_runs_is_found_in_the_results_dir(tmp_path: Path) -> None:
+    single_run(tmp_path, BASE)
+    [path] = write_run(tmp_path, STRAG)
+    a = analyze([path], tmp_path)
+    assert a.baseline_id == BASE and a.runs["run_id"].tolist() == [BASE, STRAG]
+
+
+def test_no_baseline_means_no_speedup_not_a_made_up_one(tmp_path: Path) -> None:
+    write_run(tmp_path, STRAG)
+    a = analyze(None, tmp_path)
+    assert a.baseline_id is None and "no complete single-mode run" in a.baseline_note
+    assert a.runs["speedup"].isna().all() and a.runs["val_accuracy_gap"].isna().all()
+    assert _run(a)["steady_epoch_s"] == pytest.approx(7.5)
+
+
+def test_restarted_epochs_count_once(tmp_path: Path) -> None:
+    single_run(tmp_path, BASE)
+    [path] = write_run(tmp_path, STRAG)
+    for w in range(4):  # a first attempt at epoch 0 that died: its rows must not count
+        for name in ("steps", "epochs"):
+            f = path / "workers" / str(w) / f"{name}.parquet"
+            df = pd.read_parquet(f)
+            first = df[df["epoch"] == 0].assign(attempt=0)
+            if name == "steps":
+                first = first.assign(t_start_ns=first["t_start_ns"] - 100 * S, t_end_ns=first["t_end_ns"] - 100 * S)
+            else:
+                first = first.assign(train_s=99.0)
+            pd.concat([first, df.assign(attempt=1)]).to_parquet(f)
+    r = _run(analyze(None, tmp_path))
+    assert r["samples"] == 1920 and r["epochs"] == 3 and r["steady_epoch_s"] == pytest.approx(7.5)

@@ -1,0 +1,133 @@
+"""The renderers: the verdict's sentences, JSON keys (documented, complete), CSV, HTML charts, terminal."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from perfkit.analysis import report_json
+from perfkit.analysis.analyze import Analysis, analyze
+from perfkit.analysis.report_console import render
+from perfkit.analysis.report_html import render_html, write_html
+from tests.unit._analysis_runs import single_run, write_run
+
+BASE, STRAG = "20260101T000000Z-single-base", "20260101T010000Z-multi-strag"
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Analysis:
+    single_run(tmp_path, BASE, started="2026-01-01T00:00:00Z")
+    [path] = write_run(tmp_path, STRAG, started="2026-01-01T01:00:00Z")
+    pd.DataFrame({"worker": [0, 3], "host": ["a", "b"], "name": ["MatMul", "CollectiveReduceV2"], "count": [30, 30],
+                  "total_s": [4.5, 3.0]}).to_parquet(path / "trace_ops.parquet")
+    single_run(tmp_path, "20260101T020000Z-single-blog", preset="blog")
+    return analyze(None, tmp_path)
+
+
+def test_verdict_states_speedup_straggler_what_if_cpu_and_convergence(pair: Analysis) -> None:
+    text = "\n".join(pair.verdict)
+    assert pair.verdict[0].startswith(f"Baseline: {BASE} (single, latest complete single-mode run")
+    assert (f"{STRAG} (multi, 4 workers) is 1.53x faster than {BASE} (scaling efficiency 38%; steady epoch 7.5 s "
+            "vs 11.5 s, fit 1.53x).") in text
+    assert ("Worker 3 on b was the slowest in 100% of steps (speed score 0.40); the other workers spent 46% of "
+            "each step waiting for it. Waiting cost 35% of all worker step time.") in text
+    assert ("With equal workers (all at the median worker's speed) a steady epoch would take ~4.5 s instead of "
+            "7.5 s (~2.56x the baseline).") in text
+    assert "Placing workers 4:0 (a:b) by measured host speed instead of 3:1 (proportional shares 3.5:0.5)" in text
+    assert "b would get no worker." in text
+    assert "CPU cost: 46.9 CPU-seconds per 1,000 samples vs 27 for the baseline (1.74x)" in text
+    assert "Host CPU against its budget (mean): a 300% of 300% (100%), b 100% of 100% (100%)." in text
+    assert "Validation after the last epoch: accuracy 0.9000 vs 0.9000 for the baseline (+0.0000)" in text
+    assert pair.verdict[-1] == ("Left out 1 run(s): 20260101T020000Z-single-blog (preset blog, not the "
+                                "baseline's quick).")
+    assert "Estimated" not in text  # traces: nothing is an estimate
+
+
+def test_verdict_labels_estimates_and_says_when_slower(tmp_path: Path) -> None:
+    single_run(tmp_path, BASE, busy=0.1)
+    write_run(tmp_path, STRAG, trace=False, cpu={0: 40.0, 1: 40.0, 2: 40.0, 3: 100.0})
+    lines = analyze(None, tmp_path).verdict
+    assert any(line.startswith(f"{STRAG} (multi, 4 workers) is 3.00x slower than {BASE}: speedup 0.33x")
+               for line in lines)
+    straggler = next(line for line in lines if "slowest" in line)
+    assert straggler.startswith("Estimated from CPU-seconds per step (no trace window): worker 3 on b")
+
+
+def test_verdict_leaves_out_sentences_whose_figure_is_missing(tmp_path: Path) -> None:
+    [path] = write_run(tmp_path, STRAG, hosts=(("a", 2.0, 2),), busy={0: 0.2, 1: 0.2})
+    for w in (0, 1):  # no validation metrics recorded
+        f = path / "workers" / str(w) / "epochs.parquet"
+        pd.read_parquet(f).drop(columns=["val_accuracy", "val_auc", "val_loss"]).to_parquet(f)
+    a = analyze(None, tmp_path)
+    text = "\n".join(a.verdict)
+    assert a.verdict[0].startswith("No baseline (no complete single-mode run")
+    assert "faster" not in text and "slower" not in text and "Validation" not in text
+    assert "Placing" not in text and "placement" not in text  # one host: no placement what-if
+    assert "No worker is flagged as a straggler" in text
+    assert "nan" not in text.lower()
+
+
+def test_json_has_every_documented_key_and_no_undocumented_one(pair: Analysis) -> None:
+    doc = json.loads(report_json.to_json(pair))
+    assert set(doc) == set(report_json.KEYS["top"])
+    assert doc["format"] == "perfkit-analysis" and doc["baseline"]["run_id"] == BASE
+    assert doc["verdict"] == list(pair.verdict)
+    for section in report_json.TABLES:
+        assert doc[section], f"{section} is empty in the fixture"
+        for row in doc[section]:
+            assert set(row) == set(report_json.KEYS[section]) or set(row) <= set(report_json.KEYS[section])
+        documented_and_present = set().union(*(set(r) for r in doc[section]))
+        assert documented_and_present == set(report_json.KEYS[section]), section
+    strag = next(r for r in doc["runs"] if r["run_id"] == STRAG)
+    assert strag["speedup"] == pytest.approx(11.5 / 7.5) and strag["flagged_workers"] == "3"
+    base = next(r for r in doc["runs"] if r["run_id"] == BASE)
+    assert base["straggler_cost"] is None  # missing is null, not a number
+    assert doc["ops"][0] == {"run_id": STRAG, "name": "MatMul", "count": 30, "total_s": 4.5}
+    assert "- `speedup`: baseline steady_epoch_s / steady_epoch_s" in report_json.keys_markdown()
+
+
+def test_csv_is_the_per_run_table(pair: Analysis, tmp_path: Path) -> None:
+    out = tmp_path / "out" / "runs.csv"
+    report_json.write_csv(pair, out)
+    df = pd.read_csv(out)
+    assert df.columns.tolist() == list(report_json.KEYS["runs"])
+    assert df["run_id"].tolist() == [BASE, STRAG]
+
+
+def test_html_is_self_contained_with_the_verdict_first_and_every_chart(pair: Analysis, tmp_path: Path) -> None:
+    out = tmp_path / "r" / "report.html"
+    write_html(pair, out)
+    page = out.read_text(encoding="utf-8")
+    assert not re.search(r"<script[^>]*\bsrc=", page)  # plotly.js is inlined: no network needed
+    assert len(page) > 1_000_000  # ... all of it
+    titles = ["Speedup and scaling efficiency", f"CPU% per process over time: {STRAG}",
+              f"CPU% per process over time: {BASE}", "Step time per worker", "Compute / transfer / wait per worker",
+              "Validation accuracy and AUC per epoch", "Memory per worker (peak RSS)"]
+    positions = [page.index(f"<h2>{t}</h2>") for t in titles]
+    assert page.index("<h2>Verdict</h2>") < min(positions)
+    assert page.count("Plotly.newPlot") == len(titles)
+    assert "end of epoch 3" in page and "ideal (speedup = workers)" in page
+    assert '"type":"box"' in page and '"barmode":"stack"' in page
+    assert "preset blog, not the baseline&#x27;s quick" in page  # the run left out, escaped
+
+
+def test_html_says_why_a_chart_is_missing(tmp_path: Path) -> None:
+    write_run(tmp_path, STRAG)
+    page = render_html(analyze(None, tmp_path))
+    assert "No speedup: no baseline (no complete single-mode run" in page
+
+
+def test_console_prints_verdict_and_tables(pair: Analysis) -> None:
+    console = Console(record=True, width=200)
+    render(pair, console)
+    out = console.export_text()
+    assert out.startswith("Verdict")
+    for title in ("runs: speed", "runs: cost and quality", f"workers of {STRAG}", f"where step time goes: {STRAG}",
+                  "CPU per host", "placement what-if", "convergence", "top traced ops", "left out"):
+        assert title in out, title
+    assert "straggler" in out and "1.53x" in out

@@ -1,0 +1,49 @@
+"""The synthetic run generator (for benchmarks) writes the on-disk format the loader reads, small here."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from perfkit.analysis.analyze import analyze
+from perfkit.analysis.load import TRACE_STEP_COLUMNS, load_runs
+from perfkit.analysis.synthetic import SyntheticSpec, write_synthetic_baseline, write_synthetic_run
+from perfkit.results import CPU_COLUMNS, EPOCH_COLUMNS, STEP_COLUMNS, RunRecord
+
+SMALL = SyntheticSpec(steps=600, epochs=3, cpu_rows=6_000, val_s=2.0)
+
+
+def test_generated_run_follows_the_format(tmp_path: Path) -> None:
+    [path] = write_synthetic_run(tmp_path, SMALL)
+    rec = RunRecord.load(path)
+    assert rec.status == "complete" and rec.meta["cluster"]["num_workers"] == 4
+    assert set(STEP_COLUMNS) <= set(rec.steps.columns) and len(rec.steps) == 4 * 600
+    assert set(EPOCH_COLUMNS) <= set(rec.epochs.columns) and len(rec.epochs) == 4 * 3
+    assert set(CPU_COLUMNS) <= set(rec.cpu.columns) and len(rec.cpu) == 6_000
+    assert (path / "trace_steps.parquet").is_file() and (path / "trace_ops.parquet").is_file()
+    run = load_runs([path], tmp_path).runs[0]
+    assert not run.problems and not run.warnings
+    assert run.trace is not None and set(TRACE_STEP_COLUMNS) <= set(run.trace.columns)
+
+
+def test_analysis_recovers_the_simulated_straggler(tmp_path: Path) -> None:
+    write_synthetic_baseline(tmp_path, SMALL)
+    write_synthetic_run(tmp_path, SMALL)
+    a = analyze(None, tmp_path)
+    assert a.baseline_id == "20261130T000000Z-single-synthetic" and a.excluded.empty
+    run = a.runs.set_index("run_id").loc[SMALL.run_id]
+    assert run["split_source"] == "trace" and run["slowest_worker"] == 3 and run["slowest_host"] == "small"
+    assert run["slowest_speed_score"] == pytest.approx(SMALL.slow_speed, rel=0.1)
+    assert run["slowest_straggler_share"] > 0.95 and run["flagged_workers"] == "3"
+
+
+def test_parts_merge_back_into_the_same_figures(tmp_path: Path) -> None:
+    one, parts = tmp_path / "one", tmp_path / "parts"
+    write_synthetic_run(one, SMALL)
+    paths = write_synthetic_run(parts, replace(SMALL, parts=True))
+    assert [p.name for p in paths] == [f"{SMALL.run_id}--big", f"{SMALL.run_id}--small"]
+    a, b = (analyze(None, d).runs.set_index("run_id").loc[SMALL.run_id] for d in (one, parts))
+    for col in ("steady_epoch_s", "fit_s", "straggler_cost", "slowest_speed_score", "equal_epoch_s"):
+        assert b[col] == pytest.approx(a[col], rel=1e-3), col
