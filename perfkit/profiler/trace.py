@@ -96,9 +96,13 @@ class TraceCapture:
     """Starts the profiler just before step ``window.first`` and stops it once ``window.last`` is done."""
 
     def __init__(self, window: Window, target: CaptureTarget, start: Callable[[str], None],
-                 stop: Callable[[], None]) -> None:
+                 stop: Callable[[], None], on_change: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.window, self.target = window, target
         self._start, self._stop = start, stop
+        # Told before the profiler starts and stops and when the capture ends: TF 2.21's profiler can
+        # crash the process in Stop() under MultiWorkerMirroredStrategy, and whoever supervises the
+        # process needs to know a death happened inside a capture.
+        self._on_change = on_change
         self._active = False
         self._last_done = 0
         self.result: dict[str, Any] = {"status": "pending", "window": window.to_dict(), "file": None, "error": None}
@@ -129,20 +133,29 @@ class TraceCapture:
             return
         try:
             self.target.private_dir.mkdir(parents=True, exist_ok=True)
+            self._set(status="starting")
             self._start(str(self.target.private_dir))
             self._active = True
-            self.result.update(status="capturing", t_start_wall_ns=time.time_ns())
+            self._set(status="capturing", t_start_wall_ns=time.time_ns())
         except Exception as exc:  # noqa: BLE001 - profiling never breaks training
             self._fail("could not start the profiler", exc)
+
+    def _set(self, **fields: Any) -> None:
+        self.result.update(fields)
+        if self._on_change is not None:
+            try:
+                self._on_change(dict(self.result))
+            except Exception as exc:  # noqa: BLE001
+                log.warning("profiling: could not report the capture state: %s", exc)
 
     def finish(self) -> None:
         """Stop a capture still running (training ended inside the window) and collect its file."""
         if not self._active:
             if self.result["status"] == "pending":
-                self.result.update(status="skipped", error="training ended before the window began")
+                self._set(status="skipped", error="training ended before the window began")
             return
         self._active = False
-        self.result["t_end_wall_ns"] = time.time_ns()
+        self._set(status="stopping", t_end_wall_ns=time.time_ns())
         try:
             self._stop()
         except Exception as exc:  # noqa: BLE001
@@ -164,23 +177,21 @@ class TraceCapture:
             self._fail("could not move the capture into place", exc)
             return
         rel = final.relative_to(self.target.run_dir).as_posix()
-        self.result.update(status="captured", file=rel, bytes=final.stat().st_size)
+        self._set(status="captured", file=rel, bytes=final.stat().st_size)
         log.info("profiler capture of steps %d-%d written to %s", self.window.first, self.window.last, rel)
 
     def _fail(self, what: str, exc: BaseException | None) -> None:
         text = what if exc is None else f"{what}: {type(exc).__name__}: {exc}"
         log.warning("profiling: %s; training goes on", text)
-        self.result.update(status="failed", error=text[:500])
+        self._set(status="failed", error=text[:500])
 
 
 def _tf_start(logdir: str) -> None:
     from perfkit._tf import tf
 
-    t = tf()
-    # Host ops (level 2) are what a CPU step is made of; Python tracing would inflate the steps.
-    options = t.profiler.experimental.ProfilerOptions(host_tracer_level=2, python_tracer_level=0,
-                                                      device_tracer_level=1)
-    t.profiler.experimental.start(logdir, options=options)
+    # TF 2.21 ignores ProfilerOptions passed here (it logs "host_tracer_level expects an i value"), and its
+    # defaults are what a CPU step needs: host ops at level 2, no Python tracer.
+    tf().profiler.experimental.start(logdir)
 
 
 def _tf_stop() -> None:
@@ -189,8 +200,9 @@ def _tf_stop() -> None:
     tf().profiler.experimental.stop()
 
 
-def tf_capture(window: Window, target: CaptureTarget) -> TraceCapture:
-    return TraceCapture(window, target, _tf_start, _tf_stop)
+def tf_capture(window: Window, target: CaptureTarget,
+               on_change: Callable[[dict[str, Any]], None] | None = None) -> TraceCapture:
+    return TraceCapture(window, target, _tf_start, _tf_stop, on_change)
 
 
 def keras_callback(capture: TraceCapture, steps_per_epoch: int) -> Any:

@@ -58,7 +58,8 @@ def finalize(run_dir: Path, spec: str, captures: dict[str, dict[str, Any]],
         steps = parsed.steps.assign(worker=w, host=host)
         step_frames.append(steps)
         op_frames.append(parsed.ops.assign(worker=w, host=host))
-        entry.update(steps=int(len(steps)), **cross_check(steps, _callback_steps(run_dir, w)))
+        callback = _callback_steps(run_dir, w, capture.get("attempt"))
+        entry.update(steps=int(len(steps)), **cross_check(steps, callback))
     if step_frames:
         write_parquet(run_dir / TRACE_STEPS, _order(pd.concat(step_frames, ignore_index=True)))
         write_parquet(run_dir / TRACE_OPS, _order(pd.concat(op_frames, ignore_index=True)))
@@ -71,13 +72,13 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
     return df[first + [c for c in df.columns if c not in first]]
 
 
-def _callback_steps(run_dir: Path, worker: int) -> pd.DataFrame:
+def _callback_steps(run_dir: Path, worker: int, attempt: int | None) -> pd.DataFrame:
     path = run_dir / "workers" / str(worker) / "steps.parquet"
     if not path.is_file():
         return pd.DataFrame(columns=["epoch", "step", "duration_s"])
     df = pd.read_parquet(path)
-    if "attempt" in df.columns and not df.empty:  # a restarted cluster: the attempt that finished
-        df = df[df["attempt"] == df["attempt"].max()]
+    if "attempt" in df.columns and not df.empty:  # a restarted cluster: the attempt that was traced
+        df = df[df["attempt"] == (attempt if attempt is not None else df["attempt"].max())]
     return df
 
 

@@ -199,13 +199,14 @@ class Launcher:
         dead = [w for w in self.workers if w.proc is not None and w.proc.poll() not in (None, 0)]
         if not dead:
             return None
+        self._read_statuses()  # what each wrote just before dying (e.g. that it was stopping the profiler)
         # A peer's death makes the survivors fail within a second with UnavailableError, so several can
         # be found dead in one poll: blame the one that died first, by a signal or of its own error.
         first = min(dead, key=lambda w: (w.proc.returncode >= 0, _is_consequence(w.status.get("error")), w.index))
         code, error = first.proc.returncode, first.status.get("error")
         details = {"worker": first.index, "host": first.placement.host, "pid": first.proc.pid, "exit_code": code,
                    "signal": signal.Signals(-code).name if code < 0 else None, "state": first.status.get("state"),
-                   "last_log_lines": self._tail(first.index),
+                   "last_log_lines": self._tail(first.index), "profile": first.status.get("profile"),
                    "also_exited": [w.index for w in dead if w is not first]}
         text = f"worker {self._name(first)} {_exit_text(code)}" + (f": {error}" if error else "")
         return Failure("failed", text, details)
@@ -247,6 +248,7 @@ def _worker_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("TF_CONFIG", None)  # each worker sets its own
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"  # a crash inside TensorFlow leaves every thread's Python stack in worker.log
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # the worker log keeps TF's warnings
     return env
 
@@ -269,12 +271,26 @@ def _exit_text(code: int) -> str:
     return f"exited with code {code}"
 
 
-def supervise(launcher: Launcher, max_restarts: int, write_launch: Any) -> tuple[Failure | None, list[dict[str, Any]]]:
-    """Run attempts until success, a failure with no restarts left, or Ctrl-C."""
+def profiler_crash(failure: Failure) -> bool:
+    """A worker killed by a signal while its TF profiler capture was starting or stopping.
+
+    TF 2.21's TraceMeRecorder can corrupt memory when a capture stops while MultiWorkerMirroredStrategy's
+    threads are recording (SIGSEGV/SIGABRT in TraceMeRecorder::Stop, seen in a few runs in ten on a loaded
+    2-core machine); it is never perfkit's training that failed.
+    """
+    state = (failure.details.get("profile") or {}).get("status")
+    return bool(failure.details.get("signal")) and state in ("starting", "capturing", "stopping")
+
+
+def supervise(launcher: Launcher, max_restarts: int, write_launch: Any,
+              recover_profiler: bool = False) -> tuple[Failure | None, list[dict[str, Any]]]:
+    """Run attempts until success, a failure with no restarts left, or Ctrl-C. With ``recover_profiler``,
+    a worker killed inside a profiler capture costs one extra restart, without profiling, that does not
+    count against ``max_restarts``: profiling never breaks training."""
     restarts: list[dict[str, Any]] = []
-    attempt = 0
+    attempt, profiling, used = 0, True, 0
     while True:
-        write_launch(attempt)
+        write_launch(attempt, profiling)
         launcher.start()
         try:
             failure = launcher.wait()
@@ -284,11 +300,18 @@ def supervise(launcher: Launcher, max_restarts: int, write_launch: Any) -> tuple
         if failure is None:
             return None, restarts
         launcher.stop()
-        if attempt >= max_restarts or "missing" in failure.details:
+        crash = recover_profiler and profiling and profiler_crash(failure)
+        if (not crash and used >= max_restarts) or "missing" in failure.details:
             return failure, restarts
         attempt += 1
-        restarts.append({"attempt": attempt, "after": failure.message, "t_wall_ns": time.time_ns()})
-        launcher.observer.phase(f"restarting the cluster (restart {attempt} of {max_restarts}): {failure.message}")
+        profiling = profiling and not crash
+        used += 0 if crash else 1
+        restarts.append({"attempt": attempt, "after": failure.message, "t_wall_ns": time.time_ns(),
+                         "profiler_crash": crash,
+                         "profiles": {str(w["index"]): w["profile"] for w in launcher.worker_records()}})
+        why = "inside TensorFlow's profiler; resuming without profiling" if crash else \
+            f"restart {used} of {max_restarts}"
+        launcher.observer.phase(f"restarting the cluster ({why}): {failure.message}")
 
 
 def raise_for(failure: Failure | None, run: RunDir) -> None:

@@ -86,18 +86,23 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
     launcher = Launcher(run, opts.cluster, placements, quota, sampler, observer, opts.connect_timeout,
                         opts.stall_timeout)
 
-    def write_launch(attempt: int) -> None:
+    def write_launch(attempt: int, profiling: bool = True) -> None:
+        config = cfg.to_dict() if profiling else {**cfg.to_dict(), "profile_steps": "off"}
+        # A backup also lets a cluster resume after TF's profiler crashed a worker (see supervise).
+        backup = opts.max_restarts > 0 or cfg.profile_steps != "off"
         write_launch_file(run, {
-            "run_id": run.meta["run_id"], "config": cfg.to_dict(), "cluster": opts.cluster.to_dict(), "cache_dir": str(results_dir / "datasets"),
-            "connect_timeout": opts.connect_timeout, "launcher_pid": os.getpid(), "attempt": attempt,
-            "backup_dir": str(run.path / "backup") if opts.max_restarts > 0 else None,
+            "run_id": run.meta["run_id"], "config": config, "cluster": opts.cluster.to_dict(),
+            "cache_dir": str(results_dir / "datasets"), "connect_timeout": opts.connect_timeout,
+            "launcher_pid": os.getpid(), "attempt": attempt,
+            "backup_dir": str(run.path / "backup") if backup else None,
             "workers": {str(p.index): {"host": p.host, "threads": p.threads, "cores": p.cores} for p in placements},
         })
 
     sampler.start()
     failure, restarts = None, []
     try:
-        failure, restarts = supervise(launcher, opts.max_restarts, write_launch)
+        failure, restarts = supervise(launcher, opts.max_restarts, write_launch,
+                                      recover_profiler=cfg.profile_steps != "off")
     except KeyboardInterrupt:  # between two waits, e.g. while workers were being started
         launcher.interrupt()
         failure = Failure("interrupted", "interrupted by the user (Ctrl-C)", {})
@@ -114,9 +119,23 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
         workers = launcher.worker_records()
         run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
                    failure=failure.details if failure else None, workers=workers)
-        finish_traces(run, cfg, {str(w["index"]): w["profile"] for w in workers if w.get("profile")})
+        finish_traces(run, cfg, _captures(workers, restarts))
     raise_for(failure, run)
     return run.path
+
+
+def _captures(workers: list[dict[str, Any]], restarts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each worker's capture; after a restart caused by TF's profiler, the captures of the crashed attempt
+    (the workers that finished theirs keep their files) with the crashed worker's marked as such."""
+    crash = next((r for r in restarts if r.get("profiler_crash")), None)
+    if crash is None:
+        return {str(w["index"]): w["profile"] for w in workers if w.get("profile")}
+    out = {k: dict(v) for k, v in (crash.get("profiles") or {}).items() if v}
+    for entry in out.values():
+        if entry.get("status") != "captured":
+            entry.update(status="crashed", error=f"TensorFlow's profiler crashed a worker ({crash['after']}); "
+                         "training resumed without profiling from the last completed epoch")
+    return out
 
 
 def _ensure_data(cfg: RunConfig, cache_dir: Path) -> dict[str, Any]:

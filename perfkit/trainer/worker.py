@@ -37,7 +37,7 @@ class Instruments:
 
     capture: CaptureTarget | None = None  # None: no trace window (``--no-profile``)
     scalars_dir: Path | None = None
-    on_capture: Callable[[dict[str, Any]], None] | None = None  # told how the capture ended
+    on_capture: Callable[[dict[str, Any]], None] | None = None  # told each state of the capture, and its end
 
 
 @contextlib.contextmanager
@@ -97,8 +97,6 @@ def fit(cfg: RunConfig, data: PreparedData, strategy: Any, steplog: StepLog, obs
     finally:
         if capture is not None:
             capture.finish()  # a failed fit may leave the profiler running: stop what we started
-            if instruments and instruments.on_capture:
-                instruments.on_capture(capture.result)
     observer.training_finished()
     return plan
 
@@ -110,7 +108,7 @@ def _add_instruments(callbacks: list[Any], cfg: RunConfig, plan: FitPlan,
     window = trace.resolve(cfg.profile_steps, plan.steps_per_epoch, cfg.epochs)
     if window is None or instruments.capture is None:
         return None
-    capture = trace.tf_capture(window, instruments.capture)
+    capture = trace.tf_capture(window, instruments.capture, instruments.on_capture)
     callbacks.append(trace.keras_callback(capture, plan.steps_per_epoch))
     return capture
 

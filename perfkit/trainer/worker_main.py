@@ -185,7 +185,7 @@ def _train(cfg: RunConfig, cluster: ClusterSpec, launch: dict[str, Any], status:
     run_dir = status.path.parent.parent.parent
     instruments = Instruments(
         capture=CaptureTarget(run_dir, session=str(launch.get("run_id", run_dir.name)), host_name=f"{host}-w{index}"),
-        scalars_dir=run_dir / "tensorboard" / f"w{index}", on_capture=lambda r: status.write(profile=r))
+        scalars_dir=run_dir / "tensorboard" / f"w{index}", on_capture=lambda r: status.write(profile={**r, "attempt": int(launch.get("attempt", 0))}))
     fit(cfg, data, strategy, steplog, _StatusObserver(status, save), cpu=lambda: None,
         num_workers=cluster.num_workers, backup_dir=backup, instruments=instruments)
 

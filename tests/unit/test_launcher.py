@@ -11,7 +11,7 @@ from perfkit.profiler.sampler import Sampler
 from perfkit.results import RunDir
 from perfkit.trainer.cpubudget import CpuQuota, Placement
 from perfkit.trainer.events import NullObserver
-from perfkit.trainer.launcher import Launcher
+from perfkit.trainer.launcher import Failure, Launcher, profiler_crash, supervise
 
 
 class FakeProc:
@@ -67,3 +67,58 @@ def test_the_worker_that_died_first_is_blamed_not_the_peer_that_lost_it(tmp_path
     failure = _launcher(tmp_path, states, [1, -9], connect_timeout=60).wait()
     assert failure is not None and failure.details["worker"] == 1 and failure.details["signal"] == "SIGKILL"
     assert failure.details["also_exited"] == [0] and "killed by SIGKILL" in failure.message
+
+
+class FakeLauncher:
+    """Attempts that end as scripted; records what each launch file asked for."""
+
+    def __init__(self, outcomes: list[Failure | None]) -> None:
+        self.outcomes, self.observer, self.launches = list(outcomes), NullObserver(), []
+
+    def start(self) -> None:
+        pass
+
+    def wait(self) -> Failure | None:
+        return self.outcomes.pop(0)
+
+    def stop(self) -> None:
+        pass
+
+    def worker_records(self) -> list[dict]:
+        return [{"index": 0, "profile": {"status": "captured", "file": "x.xplane.pb"}},
+                {"index": 1, "profile": {"status": "stopping"}}]
+
+
+def _death(signal_name: str | None, profile_state: str | None) -> Failure:
+    return Failure("failed", "worker 1 was killed by SIGSEGV",
+                   {"worker": 1, "signal": signal_name, "profile": {"status": profile_state} if profile_state else None})
+
+
+def test_a_crash_inside_the_profiler_resumes_once_without_profiling_outside_max_restarts() -> None:
+    fake = FakeLauncher([_death("SIGSEGV", "stopping"), None])
+    failure, restarts = supervise(fake, 0, lambda a, p: fake.launches.append((a, p)), recover_profiler=True)  # type: ignore[arg-type]
+    assert failure is None
+    assert fake.launches == [(0, True), (1, False)]
+    assert restarts[0]["profiler_crash"] and restarts[0]["profiles"]["1"]["status"] == "stopping"
+
+
+def test_a_second_crash_or_one_outside_a_capture_is_a_failure() -> None:
+    fake = FakeLauncher([_death("SIGSEGV", "capturing"), _death("SIGSEGV", None)])
+    failure, _ = supervise(fake, 0, lambda a, p: fake.launches.append((a, p)), recover_profiler=True)  # type: ignore[arg-type]
+    assert failure is not None and fake.launches == [(0, True), (1, False)]
+    for death in (_death("SIGSEGV", "captured"), _death(None, "capturing")):
+        fake = FakeLauncher([death])
+        failure, _ = supervise(fake, 0, lambda a, p: fake.launches.append((a, p)), recover_profiler=True)  # type: ignore[arg-type]
+        assert failure is death and not profiler_crash(death) and fake.launches == [(0, True)]
+
+
+def test_after_a_profiler_crash_the_finished_captures_are_kept_and_the_crashed_one_is_marked() -> None:
+    from perfkit.trainer.multi import _captures
+
+    restarts = [{"profiler_crash": True, "after": "worker 1 was killed by SIGSEGV",
+                 "profiles": {"0": {"status": "captured", "file": "a.xplane.pb"}, "1": {"status": "stopping"}}}]
+    out = _captures([{"index": 0, "profile": None}, {"index": 1, "profile": None}], restarts)
+    assert out["0"] == {"status": "captured", "file": "a.xplane.pb"}
+    assert out["1"]["status"] == "crashed" and "SIGSEGV" in out["1"]["error"]
+    plain = _captures([{"index": 0, "profile": {"status": "captured"}}], [])
+    assert plain == {"0": {"status": "captured"}}
