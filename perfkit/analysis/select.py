@@ -32,7 +32,10 @@ def dataset(meta: dict[str, Any]) -> tuple[Any, ...]:
     """What data a run trained on: the file (generated or the user's) and the train/test split."""
     data, cfg = meta.get("data") or {}, meta.get("config") or {}
     name = Path(str(data.get("path") or cfg.get("data_path") or "")).name
-    return (data.get("source"), name, cfg.get("train_players"), cfg.get("test_players"),
+    # Single mode says how it got the generated file ("generated" now or from the "cache"), the launcher
+    # says "generated" for both; a user's file is "file" or "user". Only the kind of data matters here.
+    kind = "user" if data.get("source") in ("file", "user") else "synthetic"
+    return (kind, name, cfg.get("train_players"), cfg.get("test_players"),
             cfg.get("sequence_length"), cfg.get("seed"))
 
 

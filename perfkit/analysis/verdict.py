@@ -132,6 +132,12 @@ def _straggler_lines(row: Any, a: Analysis, est: str) -> list[str]:
         return [_estimated(f"{who} (speed score {row.slowest_speed_score:.2f}){others}.", est) + cost + also]
     w = a.workers[a.workers["run_id"] == row.run_id]
     low = w.loc[w["speed_score"].idxmin()]
+    if ok(row.slowest_straggler_share) and row.slowest_straggler_share >= 0.5 and row.slowest_speed_score < 0.9:
+        # A clearly slower worker that sets the pace of most synchronous steps is the straggler, flagged
+        # or not (equal workers take turns being "slowest" by noise, and are never named).
+        return [_estimated(f"The straggler is worker {slow} on {row.slowest_host}: the slowest in "
+                           f"{row.slowest_straggler_share:.0%} of steps (speed score {row.slowest_speed_score:.2f}, not "
+                           f"below the {FLAG_BELOW} flag){others}.", est) + cost]
     return [_estimated(f"No worker is flagged as a straggler (speed score < {FLAG_BELOW}; lowest "
                        f"{low.speed_score:.3f}, worker {int(low.worker)}). {who}{others}.", est) + cost]
 

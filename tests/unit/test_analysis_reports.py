@@ -131,3 +131,9 @@ def test_console_prints_verdict_and_tables(pair: Analysis) -> None:
                   "CPU per host", "placement what-if", "convergence", "top traced ops", "left out"):
         assert title in out, title
     assert "straggler" in out and "1.53x" in out
+
+
+def test_a_clearly_slower_worker_that_sets_the_pace_is_named_even_above_the_flag(tmp_path: Path) -> None:
+    write_run(tmp_path, STRAG, hosts=(("a", 3.0, 3), ("b", 1.0, 1)), busy={0: 0.2, 1: 0.2, 2: 0.2, 3: 0.24})
+    text = "\n".join(analyze(None, tmp_path).verdict)
+    assert "The straggler is worker 3 on b: the slowest in 100% of steps (speed score 0.83" in text, text

@@ -188,3 +188,13 @@ def test_a_worker_without_cpu_samples_leaves_the_cpu_figures_out(tmp_path: Path,
     assert run["steady_epoch_s"] == pytest.approx(7.5)  # what was measured is still reported
     assert not any(line.startswith("CPU cost") for line in a.verdict[2:])  # only the baseline's line has CPU
     assert any(line.startswith("Stragglers and the what-if are not computed (no split") for line in a.verdict)
+
+
+def test_cached_and_freshly_generated_data_of_one_file_is_the_same_data() -> None:
+    from perfkit.analysis.select import dataset
+
+    cfg = {"train_players": 60000, "test_players": 15000, "sequence_length": 7, "seed": 1}
+    single = {"data": {"path": "results/datasets/synth.parquet", "source": "cache"}, "config": cfg}
+    multi = {"data": {"path": "results/datasets/synth.parquet", "source": "generated"}, "config": cfg}
+    user = {"data": {"path": "results/datasets/synth.parquet", "source": "file"}, "config": cfg}
+    assert dataset(single) == dataset(multi) != dataset(user)
