@@ -102,7 +102,8 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
     failure, restarts = None, []
     try:
         failure, restarts = supervise(launcher, opts.max_restarts, write_launch,
-                                      recover_profiler=cfg.profile_steps != "off")
+                                      # One host of a cluster cannot restart its workers alone.
+                                      recover_profiler=cfg.profile_steps != "off" and opts.part is None)
     except KeyboardInterrupt:  # between two waits, e.g. while workers were being started
         launcher.interrupt()
         failure = Failure("interrupted", "interrupted by the user (Ctrl-C)", {})

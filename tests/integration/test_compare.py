@@ -37,4 +37,5 @@ def test_compare_runs_both_strategies_and_ends_with_the_verdict_and_report(tmp_p
     assert doc["baseline"]["run_id"] == runs[0].name and set(by_id) == {r.name for r in runs}
     multi = by_id[runs[1].name]
     assert multi["speedup"] > 0 and multi["workers"] == 2
-    assert multi["split_source"] == "trace", "the 2-worker run was profiled: its split comes from traces"
+    crashed = any(r.get("profiler_crash") for r in meta(runs[1]).get("restarts") or [])  # see test_multi_run
+    assert multi["split_source"] == ("estimate" if crashed else "trace"), multi["split_source"]
