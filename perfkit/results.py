@@ -23,6 +23,8 @@ from perfkit.errors import ResultsError, UsageError
 SCHEMA_VERSION = 1
 STATUSES = ("running", "complete", "failed", "interrupted")
 RUN_FILE = "run.json"
+TRACE_STEPS_FILE = "trace_steps.parquet"  # written after the run from the profiler captures
+TRACE_OPS_FILE = "trace_ops.parquet"
 
 STEP_COLUMNS = ("epoch", "step", "t_start_ns", "t_end_ns", "duration_s", "samples")
 EPOCH_COLUMNS = ("epoch", "t_start_ns", "t_end_ns", "train_s", "val_s")

@@ -25,7 +25,7 @@ from pandas.api.types import is_numeric_dtype
 
 from perfkit.analysis.summary import final_attempt
 from perfkit.errors import ResultsError, UsageError
-from perfkit.results import RUN_FILE, RunRecord, iter_run_dirs, load_meta
+from perfkit.results import RUN_FILE, TRACE_OPS_FILE, TRACE_STEPS_FILE, RunRecord, iter_run_dirs, load_meta
 
 PART_SEP = "--"
 TRACE_STEP_COLUMNS = ("worker", "epoch", "step", "step_s", "compute_s", "collective_s", "input_s", "other_s")
@@ -331,7 +331,7 @@ def _load_traces(records: list[RunRecord]) -> tuple[pd.DataFrame | None, pd.Data
         warnings += [f"worker {k}: trace capture failed: {w.get('error')}" for k, w in workers.items()
                      if w.get("status") == "failed"]
         warnings += _agreement_warnings(workers)
-        path = r.path / "trace_steps.parquet"
+        path = r.path / TRACE_STEPS_FILE
         if path.is_file():
             df, err = _read_table(path, TRACE_STEP_COLUMNS)
             if df is None:
@@ -342,8 +342,8 @@ def _load_traces(records: list[RunRecord]) -> tuple[pd.DataFrame | None, pd.Data
         elif any(w.get("status") == "captured" for w in workers.values()):
             broken = True
             warnings.append(f"{path}: missing although run.json says traces were captured; trace figures skipped")
-        if (r.path / "trace_ops.parquet").is_file():
-            df, err = _read_table(r.path / "trace_ops.parquet", TRACE_OP_COLUMNS)
+        if (r.path / TRACE_OPS_FILE).is_file():
+            df, err = _read_table(r.path / TRACE_OPS_FILE, TRACE_OP_COLUMNS)
             if df is None:
                 warnings.append(str(err))
             else:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit._atomic import atomic_write
-from perfkit.results import SCHEMA_VERSION, write_json, write_parquet
+from perfkit.results import SCHEMA_VERSION, TRACE_OPS_FILE, TRACE_STEPS_FILE, write_json, write_parquet
 
 S = 1_000_000_000
 WALL0 = 1_796_000_000 * S  # wall clock of the first step
@@ -181,9 +181,9 @@ def _write_traces(path: Path, spec: SyntheticSpec, workers: list[int], st: dict[
             "epoch": st["epoch"].astype("int64"), "step": st["index"].astype("int64"), "t_start_ns": st["start"],
             "step_s": st["step"], "compute_s": busy * 0.9, "collective_s": st["collective"][w],
             "input_s": st["input"][w], "other_s": busy * 0.1}))
-    write_parquet(path / "trace_steps.parquet", pd.concat(frames, ignore_index=True))
+    write_parquet(path / TRACE_STEPS_FILE, pd.concat(frames, ignore_index=True))
     ops = [("CollectiveReduceV2", "collective_s"), ("MatMul", "compute_s"), ("IteratorGetNext", "input_s")]
-    write_parquet(path / "trace_ops.parquet", pd.DataFrame([
+    write_parquet(path / TRACE_OPS_FILE, pd.DataFrame([
         {"worker": w, "host": hosts[w], "name": name, "count": n,
          "total_s": float((st["collective"][w] if col == "collective_s" else st["input"][w] if col == "input_s"
                            else st["busy"][w] * 0.9).sum())} for w in workers for name, col in ops]))

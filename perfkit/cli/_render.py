@@ -12,13 +12,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from perfkit.analysis.report_console import fmt
 from perfkit.analysis.summary import RunSummary
-
-
-def fmt(value: float, spec: str = ".1f", unit: str = "") -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:{spec}}{unit}"
+from perfkit.results import TRACE_STEPS_FILE
 
 
 class ProgressObserver:
@@ -106,7 +102,7 @@ def trace_lines(profile: Any, run_dir: Path) -> list[str]:
     window = profile.get("window") or {}
     lines = [f"profiler trace of steps {window.get('first')}-{window.get('last')} "
              f"(TensorBoard: perfkit tensorboard {run_dir.name}):"]
-    path = run_dir / "trace_steps.parquet"
+    path = run_dir / TRACE_STEPS_FILE
     med = pd.read_parquet(path).groupby("worker").median(numeric_only=True) if path.is_file() else None
     for worker, entry in sorted(profile["workers"].items(), key=lambda kv: int(kv[0])):
         if med is None or int(worker) not in med.index:

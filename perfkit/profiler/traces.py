@@ -14,12 +14,11 @@ from typing import Any
 import pandas as pd
 
 from perfkit.profiler import xplane
+from perfkit.results import TRACE_OPS_FILE, TRACE_STEPS_FILE, write_parquet
 
 log = logging.getLogger(__name__)
 
 AGREEMENT_TOLERANCE = 0.10  # trace vs callback median step time, relative
-TRACE_STEPS = "trace_steps.parquet"
-TRACE_OPS = "trace_ops.parquet"
 
 
 def finish_traces(run: Any, cfg: Any, captures: dict[str, dict[str, Any]]) -> None:
@@ -38,8 +37,6 @@ def _hosts(meta: dict[str, Any]) -> dict[str, str]:
 def finalize(run_dir: Path, spec: str, captures: dict[str, dict[str, Any]],
              hosts: dict[str, str]) -> dict[str, Any]:
     """Parse each captured worker's xplane, write the trace tables, and return run.json's ``profile``."""
-    from perfkit.results import write_parquet
-
     profile: dict[str, Any] = {"spec": spec, "workers": {}}
     step_frames, op_frames = [], []
     for worker, capture in sorted(captures.items(), key=lambda kv: int(kv[0])):
@@ -61,9 +58,9 @@ def finalize(run_dir: Path, spec: str, captures: dict[str, dict[str, Any]],
         callback = _callback_steps(run_dir, w, capture.get("attempt"))
         entry.update(steps=int(len(steps)), **cross_check(steps, callback))
     if step_frames:
-        write_parquet(run_dir / TRACE_STEPS, _order(pd.concat(step_frames, ignore_index=True)))
-        write_parquet(run_dir / TRACE_OPS, _order(pd.concat(op_frames, ignore_index=True)))
-        profile["tables"] = [TRACE_STEPS, TRACE_OPS]
+        write_parquet(run_dir / TRACE_STEPS_FILE, _order(pd.concat(step_frames, ignore_index=True)))
+        write_parquet(run_dir / TRACE_OPS_FILE, _order(pd.concat(op_frames, ignore_index=True)))
+        profile["tables"] = [TRACE_STEPS_FILE, TRACE_OPS_FILE]
     return profile
 
 

@@ -92,6 +92,7 @@ def parse(path: str | Path) -> ParsedTrace:
     events, marks = _events(host, _start_ns(space))
     if marks.empty:
         raise XPlaneError(f"{path}: no training step markers ('{STEP_EVENT}') in the profiler capture")
+    events = _classify(events)  # once: both the step split and the op table use the categories
     return ParsedTrace(steps=_breakdown(marks, events), ops=_top_ops(events), hostnames=tuple(space.hostnames))
 
 
@@ -168,8 +169,7 @@ def union_seconds(start: np.ndarray, end: np.ndarray) -> float:
 
 
 def _breakdown(marks: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
-    ev = _classify(events)
-    ev = ev[ev["category"] != ""]
+    ev = events[events["category"] != ""]
     rows = []
     for mark in marks.sort_values("start").itertuples(index=False):  # one row per traced step
         inside = ev[(ev["end"] > mark.start) & (ev["start"] < mark.end)]
@@ -190,8 +190,7 @@ def _breakdown(marks: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
 
 def _top_ops(events: pd.DataFrame, limit: int = 25) -> pd.DataFrame:
     """Op types by self time: an op event's duration less the op events nested in it on its thread."""
-    ev = _classify(events)
-    ev = ev[ev["op_type"] != ""].sort_values(["thread", "start", "end"], ascending=[True, True, False])
+    ev = events[events["op_type"] != ""].sort_values(["thread", "start", "end"], ascending=[True, True, False])
     self_ns = (ev["end"] - ev["start"]).to_numpy().copy()
     child_ns = _nested_child_time(ev["thread"].to_numpy(), ev["start"].to_numpy(), ev["end"].to_numpy())
     ev = ev.assign(self_s=(self_ns - child_ns) / 1e9)

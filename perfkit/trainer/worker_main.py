@@ -152,7 +152,7 @@ def run_worker(run_dir: Path, index: int) -> int:
                  host=me["host"], attempt=int(launch.get("attempt", 0)))
     save = _tables_saver(wdir, steplog, int(launch.get("attempt", 0)))
     try:
-        _train(cfg, cluster, launch, status, steplog, save)
+        _train(run_dir, cfg, cluster, launch, status, steplog, save)
     except KeyboardInterrupt:
         save()
         status.write(state="interrupted")
@@ -167,7 +167,7 @@ def run_worker(run_dir: Path, index: int) -> int:
     return 0
 
 
-def _train(cfg: RunConfig, cluster: ClusterSpec, launch: dict[str, Any], status: Status,
+def _train(run_dir: Path, cfg: RunConfig, cluster: ClusterSpec, launch: dict[str, Any], status: Status,
            steplog: StepLog, save: Callable[[], None]) -> None:
     from perfkit.trainer.data import prepare
     from perfkit.trainer.strategy import multi_worker
@@ -182,7 +182,6 @@ def _train(cfg: RunConfig, cluster: ClusterSpec, launch: dict[str, Any], status:
     status.write(state="joined", replicas=info.replicas)
     backup = Path(launch["backup_dir"]) if launch.get("backup_dir") else None
     index, host = status.index, launch["workers"][str(status.index)]["host"]
-    run_dir = status.path.parent.parent.parent
     instruments = Instruments(
         capture=CaptureTarget(run_dir, session=str(launch.get("run_id", run_dir.name)), host_name=f"{host}-w{index}"),
         scalars_dir=run_dir / "tensorboard" / f"w{index}", on_capture=lambda r: status.write(profile={**r, "attempt": int(launch.get("attempt", 0))}))
