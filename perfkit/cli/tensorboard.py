@@ -27,8 +27,12 @@ def tensorboard_command(
         raise UsageError(f"--port: {port} is not between 0 and 65535")
     if not results_dir.is_dir() and not runs:
         raise UsageError(f"--results-dir: {results_dir} is not a directory")
+    try:
+        chosen = port or free_ports(1, host)[0]
+    except OSError as exc:  # an unknown name or an address that is not this machine's
+        raise UsageError(f"--host: cannot listen on {host!r} ({exc.strerror or exc})") from None
     view = build_view(resolve_runs(runs, results_dir)) if runs else None
-    spec = BoardSpec(logdir=view or results_dir.resolve(), host=host, port=port or free_ports(1, host)[0])
+    spec = BoardSpec(logdir=view or results_dir.resolve(), host=host, port=chosen)
     board = Board(spec, view)
     try:
         board.start()

@@ -96,3 +96,4 @@ def test_analysis_imports_neither_tensorflow_nor_plotly_without_html(results: Pa
             "file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code, str(results)], capture_output=True, text=True, timeout=120)
     assert proc.stderr.strip().splitlines()[-1] == "0 False False", proc.stderr
+
