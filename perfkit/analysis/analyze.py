@@ -103,7 +103,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
     summary = summarize(rec, cpu=per_worker_cpu, epochs=epochs)
     split = trace_split(run.trace, run.num_workers)
     if split is None and run.num_workers > 1:
-        split = estimate_split(rec, cpu, run.num_workers)
+        split = estimate_split(rec, cpu, run.num_workers, run.no_trace)
     strag = stragglers(split, rec) if split is not None else None
     # CPU totals of a run whose sampler missed a worker would be partial: left out (the loader warns)
     sampled = set(cpu.workers["worker"].unique()) >= set(rec.steps["worker"].unique()) if not rec.steps.empty else False

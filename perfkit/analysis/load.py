@@ -46,6 +46,7 @@ class LoadedRun:
     record: RunRecord
     trace: pd.DataFrame | None = None  # trace_steps.parquet of every part, or None (absent or unusable)
     trace_ops: pd.DataFrame | None = None
+    no_trace: str = "no trace window"  # why ``trace`` is None, in words for the figures' notes
     problems: tuple[str, ...] = ()  # why the run cannot be analysed; empty = usable
     warnings: tuple[str, ...] = ()
 
@@ -163,7 +164,26 @@ def merge_parts(run_id: str, parts: list[tuple[Path, dict[str, Any]]]) -> Loaded
     trace, ops, warnings = _load_traces(records)
     problems += completeness_problems(record, records)
     trace, more = _usable_trace(trace, record)
-    return LoadedRun(run_id, paths, record, trace, ops, tuple(problems), tuple(warnings + more + _cpu_gaps(record)))
+    return LoadedRun(run_id, paths, record, trace, ops, _why_no_trace(records, trace, more), tuple(problems),
+                     tuple(warnings + more + _cpu_gaps(record)))
+
+
+def _why_no_trace(records: list[RunRecord], trace: pd.DataFrame | None, skipped: list[str]) -> str:
+    """Why a run has no usable trace: no window at all, captures that did not survive, or a partial table."""
+    if trace is not None:
+        return ""
+    lost = sorted({int(k) for r in records for k, w in _profile_workers(r).items()
+                   if w.get("status") not in ("captured", "skipped")})
+    if lost:
+        return f"no usable trace of worker{'s' if len(lost) > 1 else ''} {_list(set(lost))}"
+    if skipped or any(w.get("status") == "captured" for r in records for w in _profile_workers(r).values()):
+        return "trace table missing, damaged or partial"
+    return "no trace window"
+
+
+def _profile_workers(record: RunRecord) -> dict[str, dict[str, Any]]:
+    profile = record.meta.get("profile") if isinstance(record.meta.get("profile"), dict) else {}
+    return {k: w for k, w in (profile.get("workers") or {}).items() if isinstance(w, dict) and k.isdigit()}
 
 
 def _cpu_gaps(record: RunRecord) -> list[str]:
@@ -326,8 +346,7 @@ def _load_traces(records: list[RunRecord]) -> tuple[pd.DataFrame | None, pd.Data
     """Every part's trace_steps/trace_ops; a missing or damaged trace table drops the trace figures."""
     steps, ops, warnings, broken = [], [], [], False
     for r in records:
-        profile = r.meta.get("profile") if isinstance(r.meta.get("profile"), dict) else {}
-        workers = {k: w for k, w in (profile.get("workers") or {}).items() if isinstance(w, dict)}
+        workers = _profile_workers(r)
         warnings += [f"worker {k}: trace capture failed: {w.get('error')}" for k, w in workers.items()
                      if w.get("status") == "failed"]
         warnings += _agreement_warnings(workers)

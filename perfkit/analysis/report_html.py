@@ -167,8 +167,9 @@ def split_figure(a: Analysis, names: dict[str, str]) -> Any:
     data = [{"type": "bar", "x": labels, "y": _list(w[col]), "name": name}
             for col, name in (("compute_s", "compute"), ("transfer_s", "transfer"), ("wait_s", "wait"),
                               ("input_s", "input")) if w[col].notna().any()]
-    note = ("(est.): estimated from CPU-seconds per step (no trace window); input folded into transfer"
-            if (w["split_source"] == "estimate").any() else "from traces")
+    notes = a.runs.loc[a.runs["split_source"] == "estimate", "split_note"].drop_duplicates()
+    note = (f"(est.): {'; '.join(notes)}; input folded into transfer" if (w["split_source"] == "estimate").any()
+            else "from traces")
     return _figure(data, note, barmode="stack", yaxis={"title": {"text": "seconds per step (mean)"}})
 
 

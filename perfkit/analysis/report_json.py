@@ -47,8 +47,8 @@ KEYS: dict[str, dict[str, str]] = {
         "of any worker (memory per replica)", "val_loss": "validation loss after the last epoch",
         "val_accuracy": "validation accuracy after the last epoch", "val_auc": "validation AUC after the last epoch",
         "split_source": '"trace", "estimate" (from CPU-seconds per step) or null (no split: one worker, no trace)',
-        "split_note": "how the compute/transfer/wait split was obtained", "steps_compared": "steps recorded by "
-        "every worker that the split compares", "straggler_cost": "total wait / total worker step time",
+        "split_note": "how the compute/transfer/wait split was obtained, and for an estimate why no trace was used",
+        "steps_compared": "steps recorded by every worker that the split compares", "straggler_cost": "total wait / total worker step time",
         "flagged_workers": "space-separated worker indices with speed score < 0.75",
         "slowest_worker": "the worker that was the straggler in most steps", "slowest_host": "its host",
         "slowest_straggler_share": "fraction of steps it was the straggler", "slowest_speed_score": "its speed score",

@@ -33,7 +33,7 @@ from perfkit.results import RunRecord
 
 FLAG_BELOW = 0.75
 TRACE_NOTE = "from traces"
-ESTIMATE_NOTE = "estimated from CPU-seconds per step (no trace window)"
+ESTIMATE_NOTE = "estimated from CPU-seconds per step"
 STEP_KEY = "key"  # one integer per (epoch, step): a single-column group-by is several times cheaper
 WORKER_COLUMNS = ["worker", "steps_compared", "step_s", "compute_s", "transfer_s", "wait_s", "input_s",
                   "compute_median_s", "wait_share", "straggler_share", "speed_score", "flagged"]
@@ -47,10 +47,13 @@ class StepSplit:
     source: str  # "trace" or "estimate"
     steps: pd.DataFrame
     workers: int
+    why: str = ""  # why an estimate: the run had no usable trace, in words
 
     @property
     def note(self) -> str:
-        return TRACE_NOTE if self.source == "trace" else ESTIMATE_NOTE
+        if self.source == "trace":
+            return TRACE_NOTE
+        return f"{ESTIMATE_NOTE} ({self.why})" if self.why else ESTIMATE_NOTE
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def trace_split(trace: pd.DataFrame | None, workers: int) -> StepSplit | None:
     return _finish(df, "trace", workers)
 
 
-def estimate_split(record: RunRecord, cpu: CpuSamples, workers: int) -> StepSplit | None:
+def estimate_split(record: RunRecord, cpu: CpuSamples, workers: int, why: str = "") -> StepSplit | None:
     """Per-step busy time from CPU-seconds per step (cumulative CPU interpolated at step bounds)."""
     steps, ticks = _steady_steps(record.steps), worker_ticks(cpu.rows)
     if steps.empty or ticks.empty:
@@ -100,7 +103,7 @@ def estimate_split(record: RunRecord, cpu: CpuSamples, workers: int) -> StepSpli
                                     "step_s": step_s, "busy_s": busy, "collective_s": step_s - busy,
                                     "input_s": np.nan}))
     df = pd.concat(frames, ignore_index=True).dropna(subset=["busy_s"])
-    return _finish(df, "estimate", workers)
+    return _finish(df, "estimate", workers, why)
 
 
 def _steady_steps(steps: pd.DataFrame) -> pd.DataFrame:
@@ -141,7 +144,7 @@ def _cpu_seconds_between(ticks: pd.DataFrame, start: np.ndarray, end: np.ndarray
     return out
 
 
-def _finish(df: pd.DataFrame, source: str, workers: int) -> StepSplit | None:
+def _finish(df: pd.DataFrame, source: str, workers: int, why: str = "") -> StepSplit | None:
     """Keep steps recorded for every worker; add transfer (min collective) and wait."""
     if df.empty:
         return None
@@ -152,7 +155,7 @@ def _finish(df: pd.DataFrame, source: str, workers: int) -> StepSplit | None:
         return None
     transfer = df.groupby(STEP_KEY)["collective_s"].transform("min")
     df = df.assign(transfer_s=transfer, wait_s=df["collective_s"] - transfer)
-    return StepSplit(source, df.reset_index(drop=True), workers)
+    return StepSplit(source, df.reset_index(drop=True), workers, why)
 
 
 def stragglers(split: StepSplit, record: RunRecord) -> StragglerFigures:

@@ -77,7 +77,8 @@ def _cpu_per_process(a: Analysis, run_id: str) -> str:
 
 
 def run_lines(row: Any, base: Any, a: Analysis) -> list[str]:
-    est = "" if row.split_source == "trace" else "Estimated from CPU-seconds per step (no trace window)"
+    note = str(row.split_note)
+    est = "" if row.split_source == "trace" else note[:1].upper() + note[1:]
     lines = [_speed_line(row, base)]
     if present(row.split_source) and row.workers > 1:  # one worker: nobody to wait for
         lines += _straggler_lines(row, a, est)

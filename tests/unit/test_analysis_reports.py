@@ -137,3 +137,8 @@ def test_a_clearly_slower_worker_that_sets_the_pace_is_named_even_above_the_flag
     write_run(tmp_path, STRAG, hosts=(("a", 3.0, 3), ("b", 1.0, 1)), busy={0: 0.2, 1: 0.2, 2: 0.2, 3: 0.24})
     text = "\n".join(analyze(None, tmp_path).verdict)
     assert "The straggler is worker 3 on b: the slowest in 100% of steps (speed score 0.83" in text, text
+
+
+def test_the_json_keys_document_is_generated_from_the_keys() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "analysis-json.md").read_text(encoding="utf-8")
+    assert doc.endswith(report_json.keys_markdown() + "\n"), "regenerate docs/analysis-json.md (see its header)"

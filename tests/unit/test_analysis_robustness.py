@@ -91,7 +91,8 @@ def test_corrupt_trace_falls_back_to_labelled_estimates(tmp_path: Path, base: Pa
     run = a.runs.set_index("run_id").loc[RUN]
     assert run["split_source"] == "estimate"
     assert any("trace_steps.parquet: unreadable" in w and "trace figures skipped" in w for w in a.warnings)
-    assert any("Estimated from CPU-seconds per step" in line for line in a.verdict)
+    assert any("Estimated from CPU-seconds per step (trace table missing, damaged or partial)" in line
+               for line in a.verdict)
 
 
 def test_trace_missing_a_worker_falls_back_to_estimates(tmp_path: Path, base: Path) -> None:
@@ -101,7 +102,8 @@ def test_trace_missing_a_worker_falls_back_to_estimates(tmp_path: Path, base: Pa
     f = path / "trace_steps.parquet"
     pd.read_parquet(f).query("worker != 2").to_parquet(f)
     a = analyze(None, tmp_path)
-    assert a.runs.set_index("run_id").loc[RUN, "split_source"] == "estimate"
+    run = a.runs.set_index("run_id").loc[RUN]
+    assert run["split_source"] == "estimate" and run["split_note"].endswith("(trace table missing, damaged or partial)")
     assert any("no steps of worker(s) 2" in w for w in a.warnings)
 
 
@@ -124,13 +126,30 @@ def test_failed_capture_and_disagreeing_traces_are_warned_about(tmp_path: Path, 
     assert any("worker 1: traced steps" in w and "disagree" in w for w in a.warnings)
 
 
+def test_estimate_names_the_worker_whose_capture_crashed(tmp_path: Path, base: Path) -> None:
+    import pandas as pd
+
+    [path] = write_run(tmp_path, RUN, cpu={0: 40.0, 1: 40.0, 2: 40.0, 3: 100.0})
+    f = path / "trace_steps.parquet"
+    pd.read_parquet(f).query("worker != 1").to_parquet(f)
+    meta = json.loads((path / "run.json").read_text())
+    meta["profile"]["workers"]["1"].update(status="crashed", error="TensorFlow's profiler crashed a worker")
+    set_meta(path, profile=meta["profile"])
+    a = analyze(None, tmp_path)
+    run = a.runs.set_index("run_id").loc[RUN]
+    assert run["split_source"] == "estimate" and run["split_note"].endswith("(no usable trace of worker 1)")
+    assert any(line.startswith("Estimated from CPU-seconds per step (no usable trace of worker 1): ")
+               for line in a.verdict)
+
+
 def test_older_run_without_profile_key_uses_estimates_silently(tmp_path: Path, base: Path) -> None:
     [path] = write_run(tmp_path, RUN, trace=False)
     meta = json.loads((path / "run.json").read_text())
     meta.pop("profile")
     (path / "run.json").write_text(json.dumps(meta))
     a = analyze(None, tmp_path)
-    assert a.runs.set_index("run_id").loc[RUN, "split_source"] == "estimate" and not a.warnings
+    run = a.runs.set_index("run_id").loc[RUN]
+    assert run["split_source"] == "estimate" and run["split_note"].endswith("(no trace window)") and not a.warnings
 
 
 def test_named_directory_that_is_not_a_run_is_one_error(tmp_path: Path) -> None:
