@@ -13,13 +13,17 @@ inside the pipeline, which is what Keras' ``class_weight`` does, and works under
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from perfkit._tf import keras, tf
 from perfkit.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 
 def steps_per_epoch(n_samples: int, global_batch: int, what: str = "training") -> int:
@@ -53,7 +57,11 @@ def _pipeline(x: np.ndarray, y: np.ndarray, global_batch: int, seed: int | None,
                 return t.gather(xs, i), yb, t.where(yb[:, 0] > 0.5, w1, w0)
 
             ds = ds.map(rows, num_parallel_calls=t.data.AUTOTUNE)
-        return ds.prefetch(t.data.AUTOTUNE)
+        # No autotuner: its thread is joined when the iterator is destroyed (see device_datasets_without_autotune)
+        # and the step is compute-bound (input get-next ~0.3 ms); AUTOTUNE values get TF's default parallelism.
+        options = t.data.Options()
+        options.autotune.enabled = False
+        return ds.prefetch(t.data.AUTOTUNE).with_options(options)
 
     return make
 
@@ -67,3 +75,36 @@ def train_input(x: np.ndarray, y: np.ndarray, global_batch: int, seed: int,
 def eval_input(x: np.ndarray, y: np.ndarray, global_batch: int) -> Any:
     """Validation batches in order, sharded like training; run for ``steps_per_epoch(len(x), batch)`` steps."""
     return keras().utils.experimental.DatasetCreator(_pipeline(x, y, global_batch, None, None))
+
+
+@contextmanager
+def device_datasets_without_autotune() -> Iterator[None]:
+    """While inside, the strategy's per-device datasets get no tf.data autotuner.
+
+    Every distributed dataset is read through a MultiDeviceIterator whose per-device datasets (a generator
+    and a one-element prefetch: nothing to tune) carry TensorFlow's default options, autotune on, whatever
+    ours say. Destroying their iterators at the end of ``fit`` joins the autotuner's thread, which sleeps up
+    to a minute between passes: a 10-60 s tail at 0% CPU after the last epoch (py-spy:
+    ``~RootDataset::Iterator`` -> ``~LogicalThreadWrapper``). No public option reaches those datasets
+    (per-replica input would, but MultiWorkerMirroredStrategy refuses it), so the private factory is wrapped
+    for the duration of ``fit``; if TensorFlow renames it, training runs as before and the tail is logged.
+    """
+    from tensorflow.python.data.ops import multi_device_iterator_ops as mdi
+
+    original = getattr(mdi, "_create_device_dataset", None)
+    if original is None:
+        log.warning("tf.data: no _create_device_dataset in this TensorFlow; fit may wait for tf.data's "
+                    "autotuner thread after the last epoch")
+        yield
+        return
+
+    def without_autotune(*args: Any, **kwargs: Any) -> Any:
+        options = tf().data.Options()
+        options.autotune.enabled = False
+        return original(*args, **kwargs).with_options(options)
+
+    mdi._create_device_dataset = without_autotune
+    try:
+        yield
+    finally:
+        mdi._create_device_dataset = original

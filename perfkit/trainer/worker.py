@@ -92,8 +92,10 @@ def fit(cfg: RunConfig, data: PreparedData, strategy: Any, steplog: StepLog, obs
         # A restarted cluster resumes from the last completed epoch instead of starting over.
         callbacks.append(keras().callbacks.BackupAndRestore(str(backup_dir)))
     try:
-        model.fit(train, epochs=cfg.epochs, steps_per_epoch=steps, validation_data=val,
-                  validation_steps=val_steps, callbacks=callbacks, verbose=0)
+        with dataset.device_datasets_without_autotune():
+            model.fit(train, epochs=cfg.epochs, steps_per_epoch=steps, validation_data=val,
+                      validation_steps=val_steps, callbacks=callbacks, verbose=0)
+        log.info("model.fit returned")  # the gap after the last epoch line is fit's own teardown
     finally:
         if capture is not None:
             capture.finish()  # a failed fit may leave the profiler running: stop what we started
