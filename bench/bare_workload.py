@@ -34,8 +34,9 @@ def train(cfg: RunConfig, cache_dir: Path) -> dict[str, object]:
         model = build_model(data.x_train.shape[1], data.x_train.shape[2])
     timer = epoch_timer()
     start = time.perf_counter()
-    model.fit(train_ds, epochs=cfg.epochs, steps_per_epoch=steps, validation_data=val_ds,
-              validation_steps=val_steps, callbacks=[timer], verbose=0)
+    with dataset.device_datasets_without_autotune():  # as worker.fit: no tf.data autotuner wait at the end
+        model.fit(train_ds, epochs=cfg.epochs, steps_per_epoch=steps, validation_data=val_ds,
+                  validation_steps=val_steps, callbacks=[timer], verbose=0)
     return {"script": "bare_workload", "preset": cfg.preset, "steps_per_epoch": steps, "batch_size": cfg.batch_size,
             "params": int(model.count_params()), "fit_s": time.perf_counter() - start,
             "data": data.info["path"], "epochs": timer.epochs}
