@@ -59,11 +59,15 @@ def _pipeline(x: np.ndarray, y: np.ndarray, global_batch: int, seed: int | None,
             ds = ds.map(rows, num_parallel_calls=t.data.AUTOTUNE)
         # No autotuner: its thread is joined when the iterator is destroyed (see device_datasets_without_autotune)
         # and the step is compute-bound (input get-next ~0.3 ms); AUTOTUNE values get TF's default parallelism.
-        options = t.data.Options()
-        options.autotune.enabled = False
-        return ds.prefetch(t.data.AUTOTUNE).with_options(options)
+        return ds.prefetch(t.data.AUTOTUNE).with_options(_without_autotune())
 
     return make
+
+
+def _without_autotune() -> Any:
+    options = tf().data.Options()
+    options.autotune.enabled = False
+    return options
 
 
 def train_input(x: np.ndarray, y: np.ndarray, global_batch: int, seed: int,
@@ -98,12 +102,10 @@ def device_datasets_without_autotune() -> Iterator[None]:
         yield
         return
 
-    def without_autotune(*args: Any, **kwargs: Any) -> Any:
-        options = tf().data.Options()
-        options.autotune.enabled = False
-        return original(*args, **kwargs).with_options(options)
+    def device_dataset(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **kwargs).with_options(_without_autotune())
 
-    mdi._create_device_dataset = without_autotune
+    mdi._create_device_dataset = device_dataset
     try:
         yield
     finally:

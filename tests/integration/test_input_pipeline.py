@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 import pytest
 
@@ -53,10 +55,7 @@ def _device_dataset_autotune(patched: bool) -> bool | None:
     x, y = _rows(16)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     make = _pipeline(x, y, global_batch=4, seed=None, class_weight=None)
-    if patched:
-        with device_datasets_without_autotune():
-            batches = iter(strategy.distribute_datasets_from_function(make))
-    else:
+    with device_datasets_without_autotune() if patched else nullcontext():
         batches = iter(strategy.distribute_datasets_from_function(make))
     xb, _ = next(batches)
     assert xb.shape == (4, 3, 2)
