@@ -14,5 +14,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "datagen": ("bench.datagen", "generating the blog-size dataset: time and peak RSS"),
     "analysis": ("bench.analysis_speed", "perfkit analyze on a large generated run: time and peak RSS"),
     "article": ("bench.article", "the article's experiment (blog single vs blog cluster) beside the article"),
+    "trace-reliability": ("bench.trace_reliability", "how often multi-worker runs keep every worker's trace"),
     "separability": ("bench.separability", "how separable the synthetic data is with and without time"),
+    "allreduce": ("bench.allreduce", "isolated all-reduce of the model's gradients between N one-core workers"),
 }

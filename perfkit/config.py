@@ -80,6 +80,8 @@ class RunConfig:
     sample_interval: float = 0.5
     label: str | None = None
     profile_steps: str = "auto"  # TF profiler window: "auto", "off" or "A-B" (global steps, 1-based)
+    # A lost capture is tried again in a later attempt or epoch this many times (docs/tf-profiler-crash.md).
+    profile_retries: int = 3
 
     def __post_init__(self) -> None:
         checks = (
@@ -89,6 +91,7 @@ class RunConfig:
             ("--test-players", self.test_players >= 1, "must be at least 1"),
             ("--sequence-length", self.sequence_length >= 1, "must be at least 1"),
             ("--sample-interval", 0.05 <= self.sample_interval <= 60, "must be between 0.05 and 60 seconds"),
+            ("--profile-retries", 0 <= self.profile_retries <= 10, "must be between 0 and 10"),
         )
         for flag, ok, why in checks:
             if not ok:

@@ -1,8 +1,9 @@
 """The run directory: create it, write its files atomically, load it back, list runs.
 
 Layout (see DESIGN.md): ``run.json``, ``workers/<i>/{steps,epochs}.parquet``, ``workers/<i>/worker.log``,
-``cpu.parquet``, ``system.parquet``. Every file is written to a temp file in the same directory and
-renamed into place, so a crash or Ctrl-C never leaves a half-written file behind.
+``cpu.parquet``, ``system.parquet``; once a run has been analysed, its parsed traces (a cache:
+``trace_steps.parquet``, ``trace_ops.parquet``, ``trace_cache.json``). Every file is written to a temp file
+in the same directory and renamed into place, so a crash or Ctrl-C never leaves a half-written file behind.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from perfkit.errors import ResultsError, UsageError
 SCHEMA_VERSION = 1
 STATUSES = ("running", "complete", "failed", "interrupted")
 RUN_FILE = "run.json"
-TRACE_STEPS_FILE = "trace_steps.parquet"  # written after the run from the profiler captures
+# Parsed from the profiler captures at analysis time and cached beside run.json (perfkit.analysis.traces)
+TRACE_STEPS_FILE = "trace_steps.parquet"
 TRACE_OPS_FILE = "trace_ops.parquet"
+TRACE_CACHE_FILE = "trace_cache.json"  # what the cached tables were parsed from, and by which parser
 
 STEP_COLUMNS = ("epoch", "step", "t_start_ns", "t_end_ns", "duration_s", "samples")
 EPOCH_COLUMNS = ("epoch", "t_start_ns", "t_end_ns", "train_s", "val_s")

@@ -8,8 +8,10 @@ anchor_wall_ns - anchor_mono_ns, median over the part's workers), so workers of 
 The merged record's meta says ``"clock": "wall"`` and its workers' anchors become (wall, wall).
 
 The loader never drops a run silently: anything that makes a run unusable (status, a missing worker or
-file, too few epochs) is listed in ``LoadedRun.problems``; a damaged trace table only costs the trace
-figures (``warnings``), the analysis then falls back to labelled estimates.
+file, too few epochs) is listed in ``LoadedRun.problems``. Traces are parsed here, from each part's
+profiler captures (``perfkit.analysis.traces.load_traces``, cached beside the run); a capture or table that
+cannot be read only costs the trace figures (``warnings``), the analysis then falls back to labelled
+estimates whose note says why (``no_trace``).
 """
 
 from __future__ import annotations
@@ -25,11 +27,15 @@ from pandas.api.types import is_numeric_dtype
 
 from perfkit.analysis.summary import final_attempt
 from perfkit.errors import ResultsError, UsageError
-from perfkit.results import RUN_FILE, TRACE_OPS_FILE, TRACE_STEPS_FILE, RunRecord, iter_run_dirs, load_meta
+from perfkit.analysis import traces
+from perfkit.analysis.traces import TraceTables, load_traces, profile_workers
+from perfkit.results import RUN_FILE, RunRecord, iter_run_dirs, load_meta
 
 PART_SEP = "--"
-TRACE_STEP_COLUMNS = ("worker", "epoch", "step", "step_s", "compute_s", "collective_s", "input_s", "other_s")
-TRACE_OP_COLUMNS = ("worker", "name", "count", "total_s")
+TRACE_STEP_COLUMNS = traces.TRACE_STEP_COLUMNS  # at least these in LoadedRun.trace (plus OVERLAP_COLUMNS)
+TRACE_OP_COLUMNS = traces.TRACE_OP_COLUMNS
+_ERROR_CHARS = 120  # a failed capture's error, as the figures' notes quote it
+_NOT_FAILED = ("captured", "skipped", "pending")  # capture outcomes that are no failure (no window reached)
 _NUMERIC = {
     "steps": ("epoch", "step", "t_start_ns", "t_end_ns", "duration_s", "samples"),
     "epochs": ("epoch", "t_start_ns", "t_end_ns", "train_s", "val_s"),
@@ -44,7 +50,7 @@ class LoadedRun:
     run_id: str
     paths: tuple[Path, ...]
     record: RunRecord
-    trace: pd.DataFrame | None = None  # trace_steps.parquet of every part, or None (absent or unusable)
+    trace: pd.DataFrame | None = None  # every part's parsed trace steps, or None (absent or unusable)
     trace_ops: pd.DataFrame | None = None
     no_trace: str = "no trace window"  # why ``trace`` is None, in words for the figures' notes
     problems: tuple[str, ...] = ()  # why the run cannot be analysed; empty = usable
@@ -161,29 +167,57 @@ def merge_parts(run_id: str, parts: list[tuple[Path, dict[str, Any]]]) -> Loaded
         names = ", ".join(r.path.name for r, o in zip(records, offsets) if o is None)
         problems.append(f"cannot line up the parts: {names} has no wall-clock anchor")
     record = _merged_record(records, [o or 0 for o in offsets], any(o is not None for o in offsets))
-    trace, ops, warnings = _load_traces(records)
+    tables = [load_traces(r.path, r.meta) for r in records]
+    trace, ops, warnings = _trace_frames(records, tables)
     problems += completeness_problems(record, records)
     trace, more = _usable_trace(trace, record)
-    return LoadedRun(run_id, paths, record, trace, ops, _why_no_trace(records, trace, more), tuple(problems),
-                     tuple(warnings + more + _cpu_gaps(record)))
+    return LoadedRun(run_id, paths, record, trace, ops, _why_no_trace(records, tables, trace, more),
+                     tuple(problems), tuple(warnings + more + _cpu_gaps(record)))
 
 
-def _why_no_trace(records: list[RunRecord], trace: pd.DataFrame | None, skipped: list[str]) -> str:
-    """Why a run has no usable trace: no window at all, captures that did not survive, or a partial table."""
+def _why_no_trace(records: list[RunRecord], tables: list[TraceTables], trace: pd.DataFrame | None,
+                  skipped: list[str]) -> str:
+    """Why a run has no usable trace: no window at all, captures that did not survive (how many attempts
+    failed, and why), or a partial table."""
     if trace is not None:
         return ""
-    lost = sorted({int(k) for r in records for k, w in _profile_workers(r).items()
-                   if w.get("status") not in ("captured", "skipped")})
+    failed = _failed_attempts(records, tables)
+    lost = sorted({w for w, _, _, final in failed if final})
     if lost:
-        return f"no usable trace of worker{'s' if len(lost) > 1 else ''} {_list(set(lost))}"
-    if skipped or any(w.get("status") == "captured" for r in records for w in _profile_workers(r).values()):
-        return "trace table missing, damaged or partial"
-    return "no trace window"
+        why = f"no usable trace of worker{'s' if len(lost) > 1 else ''} {_list(lost)}"
+    elif skipped or any(w.get("status") == "captured" for r in records for w in profile_workers(r.meta).values()):
+        why = "trace table missing, damaged or partial"
+    else:
+        why = "no usable trace" if failed else "no trace window"
+    if not failed:
+        return why
+    items = [f"worker {w} {status}" + (f" ({_short(error)})" if error else "") for w, status, error, _ in failed]
+    counted = {item: items.count(item) for item in items}  # insertion order: worker, then attempt order
+    n = len(failed)
+    return (f"{why}; {n} capture attempt{'s' if n > 1 else ''} failed: "
+            + "; ".join(item + (f" (x{c})" if c > 1 else "") for item, c in counted.items()))
 
 
-def _profile_workers(record: RunRecord) -> dict[str, dict[str, Any]]:
-    profile = record.meta.get("profile") if isinstance(record.meta.get("profile"), dict) else {}
-    return {k: w for k, w in (profile.get("workers") or {}).items() if isinstance(w, dict) and k.isdigit()}
+def _failed_attempts(records: list[RunRecord], tables: list[TraceTables]) -> list[tuple[int, str, str, bool]]:
+    """(worker, status, error, final?) of every capture attempt that left no trace: the earlier attempts
+    run.json lists under "attempts", then the final one when it failed or its file could not be parsed."""
+    out = []
+    for r, t in zip(records, tables):
+        for k, w in sorted(profile_workers(r.meta).items(), key=lambda kv: int(kv[0])):
+            for a in w.get("attempts") or []:
+                if isinstance(a, dict) and a.get("status") not in _NOT_FAILED:
+                    out.append((int(k), str(a.get("status") or "failed"), str(a.get("error") or ""), False))
+            if k in t.unreadable:
+                out.append((int(k), "unreadable", f"{t.unreadable[k]['file']}: {t.unreadable[k]['error']}", True))
+            elif w.get("status") not in _NOT_FAILED:
+                out.append((int(k), str(w.get("status")), str(w.get("error") or ""), True))
+    return out
+
+
+def _short(error: str) -> str:
+    """The first clause of an error (what went wrong; the rest is what happened next), at most a line."""
+    first = error.split("; ")[0].strip()
+    return first if len(first) <= _ERROR_CHARS else first[: _ERROR_CHARS - 1] + "…"
 
 
 def _cpu_gaps(record: RunRecord) -> list[str]:
@@ -326,57 +360,26 @@ def _part_hint(meta: dict[str, Any], missing: set[int]) -> str:
     return f" (part {names} not found beside the others)"
 
 
-def _read_table(path: Path, columns: tuple[str, ...]) -> tuple[pd.DataFrame | None, str | None]:
-    """Only ``columns`` of a trace table (checked against the file's schema first), or why not."""
-    import pyarrow.parquet as pq
-
-    try:
-        names = pq.read_schema(path).names
-        missing = [c for c in columns if c not in names]
-        df = None if missing else pd.read_parquet(path, columns=list(columns))
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-        return None, f"{path}: unreadable ({exc.__class__.__name__})"
-    if df is None:
-        return None, f"{path}: missing columns {', '.join(missing)}"
-    bad = [c for c in columns if c not in ("name", "host") and not is_numeric_dtype(df[c])]
-    return (None, f"{path}: column {bad[0]} is not numeric") if bad else (df, None)
-
-
-def _load_traces(records: list[RunRecord]) -> tuple[pd.DataFrame | None, pd.DataFrame | None, list[str]]:
-    """Every part's trace_steps/trace_ops; a missing or damaged trace table drops the trace figures."""
-    steps, ops, warnings, broken = [], [], [], False
-    for r in records:
-        workers = _profile_workers(r)
-        warnings += [f"worker {k}: trace capture failed: {w.get('error')}" for k, w in workers.items()
+def _trace_frames(records: list[RunRecord],
+                  tables: list[TraceTables]) -> tuple[pd.DataFrame | None, pd.DataFrame | None, list[str]]:
+    """Every part's trace steps and ops, and the warnings: failed captures, per-file and cross-check ones."""
+    warnings = []
+    for r, t in zip(records, tables):
+        warnings += [f"worker {k}: trace capture failed: {w.get('error')}" for k, w in profile_workers(r.meta).items()
                      if w.get("status") == "failed"]
-        warnings += _agreement_warnings(workers)
-        path = r.path / TRACE_STEPS_FILE
-        if path.is_file():
-            df, err = _read_table(path, TRACE_STEP_COLUMNS)
-            if df is None:
-                broken = True
-                warnings.append(f"{err}; trace figures skipped")
-            else:
-                steps.append(df)
-        elif any(w.get("status") == "captured" for w in workers.values()):
-            broken = True
-            warnings.append(f"{path}: missing although run.json says traces were captured; trace figures skipped")
-        if (r.path / TRACE_OPS_FILE).is_file():
-            df, err = _read_table(r.path / TRACE_OPS_FILE, TRACE_OP_COLUMNS)
-            if df is None:
-                warnings.append(str(err))
-            else:
-                ops.append(df)
-    trace = pd.concat(steps, ignore_index=True) if steps and not broken else None
+        warnings += list(t.warnings) + _agreement_warnings(t.checks)
+    steps = [t.steps for t in tables if t.steps is not None]
+    ops = [t.ops for t in tables if t.ops is not None]
+    trace = pd.concat(steps, ignore_index=True) if steps else None
     return trace, (pd.concat(ops, ignore_index=True) if ops else None), warnings
 
 
-def _agreement_warnings(workers: dict[str, dict[str, Any]]) -> list[str]:
+def _agreement_warnings(checks: dict[str, dict[str, Any]]) -> list[str]:
     out = []
-    for k, w in workers.items():
-        if w.get("status") == "captured" and w.get("within_10pct") is False:
-            out.append(f"worker {k}: traced steps (median {w.get('trace_median_step_s')} s) and the step "
-                       f"callback (median {w.get('callback_median_step_s')} s) disagree by more than 10%")
+    for k, c in sorted(checks.items(), key=lambda kv: int(kv[0])):
+        if c.get("within_10pct") is False:
+            out.append(f"worker {k}: traced steps (median {c.get('trace_median_step_s')} s) and the step "
+                       f"callback (median {c.get('callback_median_step_s')} s) disagree by more than 10%")
     return out
 
 
@@ -386,6 +389,5 @@ def _usable_trace(trace: pd.DataFrame | None, record: RunRecord) -> tuple[pd.Dat
     have = {int(w) for w in trace["worker"].unique()}
     want = {int(w) for w in record.steps["worker"].unique()} if not record.steps.empty else have
     if want - have:
-        return None, [f"trace_steps.parquet has no steps of worker(s) {_list(want - have)}; trace figures "
-                      f"skipped"]
+        return None, [f"the traces have no steps of worker(s) {_list(want - have)}; trace figures skipped"]
     return trace, []

@@ -80,13 +80,18 @@ def workers_table(a: Analysis, run_id: str) -> Table:
 
 def split_table(a: Analysis, run_id: str, note: str) -> Table:
     t = _table(f"where step time goes: {run_id}", ["worker", "host", "compute s", "transfer s", "wait s",
-                                                   "input s", "wait share", "straggler", "speed", "flag"])
-    for r in a.workers[a.workers["run_id"] == run_id].itertuples(index=False):
+                                                   "input s", "overlap", "wait share", "straggler", "speed",
+                                                   "flag"])
+    rows = a.workers[a.workers["run_id"] == run_id]
+    for r in rows.itertuples(index=False):
         t.add_row(str(r.worker), str(r.host), fmt(r.compute_s, ".3f"), fmt(r.transfer_s, ".3f"),
-                  fmt(r.wait_s, ".3f"), fmt(r.input_s, ".3f"), fmt(r.wait_share, ".0%"),
-                  fmt(r.straggler_share, ".0%"), fmt(r.speed_score, ".2f"),
+                  fmt(r.wait_s, ".3f"), fmt(r.input_s, ".3f"), fmt(getattr(r, "overlap_share", None), ".0%"),
+                  fmt(r.wait_share, ".0%"), fmt(r.straggler_share, ".0%"), fmt(r.speed_score, ".2f"),
                   "[red]straggler[/red]" if _true(r.flagged) else "")
-    t.caption = (f"seconds per step (mean), {note}; straggler: share of steps with the largest compute; "
+    overlap = ("overlap: share of the collective time hidden under compute (sum over the compared steps; "
+               "transfer and wait are the exposed rest); " if "overlap_share" in rows
+               and rows["overlap_share"].notna().any() else "")
+    t.caption = (f"seconds per step (mean), {note}; {overlap}straggler: share of steps with the largest compute; "
                  f"speed score < 0.75 is flagged")
     return t
 

@@ -1,7 +1,8 @@
 """Self-contained HTML report of an Analysis (plotly.js inlined: it opens without a network).
 
 The verdict comes first, then the charts: speedup and efficiency against the ideal line, CPU% over
-time per process with epoch ends marked, step time per worker, compute / transfer / wait per worker,
+time per process with epoch ends marked, step time per worker, compute / transfer / wait per worker (its
+subtitle gives each traced worker's share of collective time hidden under compute),
 validation accuracy and AUC per epoch, memory per worker; then the runs table, runs left out and
 warnings. Plotly is imported here only, lazily: analysing never needs it.
 """
@@ -170,7 +171,21 @@ def split_figure(a: Analysis, names: dict[str, str]) -> Any:
     notes = a.runs.loc[a.runs["split_source"] == "estimate", "split_note"].drop_duplicates()
     note = (f"(est.): {'; '.join(notes)}; input folded into transfer" if (w["split_source"] == "estimate").any()
             else "from traces")
-    return _figure(data, note, barmode="stack", yaxis={"title": {"text": "seconds per step (mean)"}})
+    return _figure(data, note + _overlap_note(w, names), barmode="stack",
+                   yaxis={"title": {"text": "seconds per step (mean)"}})
+
+
+def _overlap_note(w: pd.DataFrame, names: dict[str, str], listed: int = 6) -> str:
+    """The traced workers' overlap share (collective time hidden under compute, a ratio of sums over the
+    compared steps): the bars show only the exposed part. A range past ``listed`` workers keeps one line."""
+    known = w[w["overlap_share"].notna()] if "overlap_share" in w.columns else w.iloc[0:0]
+    if known.empty:
+        return ""
+    shares = known["overlap_share"].astype(float)
+    each = (f"{shares.min():.0%}–{shares.max():.0%} per worker" if len(known) > listed else
+            ", ".join(f"{_worker_label(names, r, i)} {v:.0%}" for r, i, v in zip(known["run_id"], known["worker"],
+                                                                                shares)))
+    return f"; transfer and wait are exposed; collective time hidden under compute: {each}"
 
 
 def convergence_figure(a: Analysis, names: dict[str, str]) -> Any:

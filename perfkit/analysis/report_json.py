@@ -82,8 +82,14 @@ KEYS: dict[str, dict[str, str]] = {
         "threads_max": "most threads", "cpu_s": "CPU-seconds over the training window",
         "cpu_s_per_step": "cpu_s / steps", "split_source": '"trace" or "estimate"',
         "steps_compared": "steps in the split", "compute_s": f"compute (busy) time {_STEP}",
-        "transfer_s": f"transfer time (min collective over workers) {_STEP}",
-        "wait_s": f"waiting for peers in collectives {_STEP}", "input_s": f"input time {_STEP} (null: estimate)",
+        "transfer_s": f"transfer time (min exposed collective over workers) {_STEP}",
+        "wait_s": f"waiting for peers in collectives (exposed collective - transfer) {_STEP}",
+        "input_s": f"input time {_STEP} (null: estimate)",
+        "collective_total_s": f"all collective op time, exposed or hidden under compute, {_STEP} (null: estimate "
+        "or a trace from an older parser)",
+        "overlap_s": f"collective time hidden under compute {_STEP} (null: as collective_total_s)",
+        "overlap_share": "sum of overlap_s / sum of collective_total_s over the compared steps: the share of "
+        "communication hidden under compute (null: unknown, or no collective)",
         "compute_median_s": "median compute time per step", "wait_share": "total wait / total step time",
         "straggler_share": "fraction of steps this worker was the straggler (largest compute)",
         "speed_score": "median over steps of the fastest worker's compute / this worker's median compute",

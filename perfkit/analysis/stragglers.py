@@ -3,7 +3,12 @@
 Definitions (DESIGN.md "Figures"), for step s and worker w:
 
 - from traces (trace_steps.parquet): busy(w,s) = compute_s + other_s (= step_s - collective_s - input_s),
-  collective(w,s) = collective_s, input(w,s) = input_s;
+  collective(w,s) = collective_s, the exposed communication: collective ops running while no compute op
+  of the worker runs (the part of an all-reduce hidden under the backward pass is compute time, not
+  time the step pays for), input(w,s) = input_s;
+- overlap share(w) = sum over s of overlap_s / sum over s of collective_total_s (a ratio of sums over the
+  compared steps): the share of the worker's collective time hidden under compute; unknown (NaN) for an
+  estimate or a trace parsed before the parser recorded it;
 - estimated, when there is no usable trace: busy(w,s) = CPU-seconds the worker used during the step /
   its core allowance (its host's CPU budget shared by the host's workers, or more if it measurably used
   more: its p95 CPU%), collective(w,s) = step_s - busy(w,s) (input and framework time are folded in).
@@ -29,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis.cpu import CpuSamples, host_budgets, worker_hosts, worker_ticks
+from perfkit.analysis.traces import OVERLAP_COLUMNS, overlap_share
 from perfkit.results import RunRecord
 
 FLAG_BELOW = 0.75
@@ -36,13 +42,15 @@ TRACE_NOTE = "from traces"
 ESTIMATE_NOTE = "estimated from CPU-seconds per step"
 STEP_KEY = "key"  # one integer per (epoch, step): a single-column group-by is several times cheaper
 WORKER_COLUMNS = ["worker", "steps_compared", "step_s", "compute_s", "transfer_s", "wait_s", "input_s",
-                  "compute_median_s", "wait_share", "straggler_share", "speed_score", "flagged"]
+                  "collective_total_s", "overlap_s", "overlap_share", "compute_median_s", "wait_share",
+                  "straggler_share", "speed_score", "flagged"]
 PLACEMENT_COLUMNS = ["host", "capacity_share", "workers_now", "workers_proportional", "workers_proposed"]
 
 
 @dataclass(frozen=True)
 class StepSplit:
-    """Per (worker, epoch, step): key, step_s, busy_s, collective_s, input_s, transfer_s, wait_s."""
+    """Per (worker, epoch, step): key, step_s, busy_s, collective_s, input_s, collective_total_s, overlap_s,
+    transfer_s, wait_s."""
 
     source: str  # "trace" or "estimate"
     steps: pd.DataFrame
@@ -80,6 +88,7 @@ def trace_split(trace: pd.DataFrame | None, workers: int) -> StepSplit | None:
         "step": trace["step"].astype("int64"), "step_s": trace["step_s"].astype(float),
         "busy_s": (trace["compute_s"] + trace["other_s"]).astype(float),
         "collective_s": trace["collective_s"].astype(float), "input_s": trace["input_s"].astype(float),
+        **{c: (trace[c].astype(float) if c in trace.columns else np.nan) for c in OVERLAP_COLUMNS},
     })
     return _finish(df, "trace", workers)
 
@@ -101,7 +110,7 @@ def estimate_split(record: RunRecord, cpu: CpuSamples, workers: int, why: str = 
         busy = np.minimum(cpu_s / allowance[int(w)], step_s)
         frames.append(pd.DataFrame({"worker": int(w), "epoch": s["epoch"].to_numpy(), "step": s["step"].to_numpy(),
                                     "step_s": step_s, "busy_s": busy, "collective_s": step_s - busy,
-                                    "input_s": np.nan}))
+                                    "input_s": np.nan, "collective_total_s": np.nan, "overlap_s": np.nan}))
     df = pd.concat(frames, ignore_index=True).dropna(subset=["busy_s"])
     return _finish(df, "estimate", workers, why)
 
@@ -182,7 +191,9 @@ def stragglers(split: StepSplit, record: RunRecord) -> StragglerFigures:
 def _worker_table(df: pd.DataFrame, median_min_busy: float, steps: int) -> pd.DataFrame:
     g = df.groupby("worker")
     out = g.agg(step_s=("step_s", "mean"), compute_s=("busy_s", "mean"), transfer_s=("transfer_s", "mean"),
-                wait_s=("wait_s", "mean"), input_s=("input_s", "mean"))
+                wait_s=("wait_s", "mean"), input_s=("input_s", "mean"),
+                collective_total_s=("collective_total_s", "mean"), overlap_s=("overlap_s", "mean"))
+    out["overlap_share"] = overlap_share(df)
     out["compute_median_s"] = g["busy_s"].median()
     out["wait_share"] = g["wait_s"].sum() / g["step_s"].sum()
     is_max = df["busy_s"].to_numpy() == df.groupby(STEP_KEY)["busy_s"].transform("max").to_numpy()

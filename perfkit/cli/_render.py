@@ -14,7 +14,9 @@ from rich.table import Table
 
 from perfkit.analysis.report_console import fmt
 from perfkit.analysis.summary import RunSummary
-from perfkit.results import TRACE_STEPS_FILE
+from perfkit.errors import ResultsError
+from perfkit.analysis.traces import load_traces, overlap_share
+from perfkit.results import load_meta
 
 
 class ProgressObserver:
@@ -95,22 +97,39 @@ def worker_lines(workers: Any) -> Table:
 
 
 def trace_lines(profile: Any, run_dir: Path) -> list[str]:
-    """One line per traced worker: its median step split as the trace saw it, and the cross-check."""
+    """One line per traced worker: its median step split as the trace saw it, the share of its collective
+    time hidden under compute, and the cross-check. Parsing the captures here (after training, in the CLI
+    process) also writes the run's trace cache, so the first analysis finds it ready."""
     if not isinstance(profile, dict) or not profile.get("workers"):
         return [] if not isinstance(profile, dict) or profile.get("spec") == "off" else [
             f"profiler trace: none ({profile.get('error', 'no capture')})"]
     window = profile.get("window") or {}
     lines = [f"profiler trace of steps {window.get('first')}-{window.get('last')} "
              f"(TensorBoard: perfkit tensorboard {run_dir.name}):"]
-    path = run_dir / TRACE_STEPS_FILE
-    med = pd.read_parquet(path).groupby("worker").median(numeric_only=True) if path.is_file() else None
+    tables = load_traces(run_dir, {**_meta(run_dir), "profile": profile})
+    steps = tables.steps if tables.steps is not None else pd.DataFrame(columns=["worker", "step_s"])
+    med = steps.groupby("worker").median(numeric_only=True)
+    hidden = overlap_share(steps)
     for worker, entry in sorted(profile["workers"].items(), key=lambda kv: int(kv[0])):
-        if med is None or int(worker) not in med.index:
-            lines.append(f"  worker {worker}: {entry.get('status')} {entry.get('error') or ''}".rstrip())
+        if int(worker) not in med.index:
+            bad = tables.unreadable.get(worker)
+            why = f"unreadable ({bad['file']}: {bad['error']})" if bad else \
+                f"{entry.get('status')} {entry.get('error') or ''}"
+            lines.append(f"  worker {worker}: {why}".rstrip())
             continue
-        m = med.loc[int(worker)]
-        check = (f"trace vs step callback {100 * (entry['agreement'] - 1):+.1f}%" if "agreement" in entry
+        m, check = med.loc[int(worker)], tables.checks.get(worker, {})
+        agree = (f"trace vs step callback {100 * (check['agreement'] - 1):+.1f}%" if "agreement" in check
                  else "no step callback match")
+        share = hidden.get(int(worker), math.nan)
+        overlap = "" if math.isnan(share) else f"; {share:.0%} of all-reduce time hidden under compute"
         lines.append(f"  worker {worker}: step {m['step_s']:.3f} s = compute {m['compute_s']:.3f} + all-reduce "
-                     f"{m['collective_s']:.3f} + input {m['input_s']:.3f} + other {m['other_s']:.3f} ({check})")
-    return lines
+                     f"{m['collective_s']:.3f} exposed + input {m['input_s']:.3f} + other {m['other_s']:.3f}"
+                     f"{overlap} ({agree})")
+    return lines + [f"  warning: {w}" for w in tables.notes]
+
+
+def _meta(run_dir: Path) -> dict[str, Any]:
+    try:
+        return load_meta(run_dir)
+    except ResultsError:  # the caller's profile is enough to find the captures; hosts are then unknown
+        return {}

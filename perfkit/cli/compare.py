@@ -26,6 +26,7 @@ def compare_command(
     connect_timeout: Annotated[float, typer.Option(help="Seconds for the cluster to form.")] = 120.0,
     no_profile: Annotated[bool, typer.Option("--no-profile", help="No profiler trace window (the straggler "
                                              "figures become CPU-based estimates).")] = False,
+    profile_retries: Annotated[int, typer.Option(help="Try a lost profiler capture again this many times.")] = 3,
     html: Annotated[Optional[Path], typer.Option(help="HTML report path (default: <results-dir>/analysis/"
                                                  "<UTC time>/report.html).", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No training progress; still the verdict.")] = False,
@@ -40,8 +41,9 @@ def compare_command(
     if html is not None and html.is_dir():
         raise UsageError(f"--html: {html} is a directory; give a file path")
     # Everything is checked before the first minute of training is spent.
-    single = RunConfig.from_preset(Mode.single, preset, epochs=epochs, label=label)
-    multi = RunConfig.from_preset(Mode.multi, preset, epochs=epochs, label=label)
+    profiling = {"profile_steps": "off" if no_profile else "auto", "profile_retries": profile_retries}
+    single = RunConfig.from_preset(Mode.single, preset, epochs=epochs, label=label, **profiling)
+    multi = RunConfig.from_preset(Mode.multi, preset, epochs=epochs, label=label, **profiling)
     opts = multi_options(workers if cluster is None and workers is not None else (None if cluster else 2),
                          cluster, None, None, False, pin, connect_timeout, 0)
     if multi.batch_size % opts.cluster.num_workers:

@@ -52,6 +52,8 @@ def run_command(
     profile_steps: Annotated[str, typer.Option(help="TF profiler trace window on every worker: global steps "
                                                "'A-B' (1-based), or 'auto' (10 steps early in epoch 2).")] = "auto",
     no_profile: Annotated[bool, typer.Option("--no-profile", help="No profiler trace window.")] = False,
+    profile_retries: Annotated[int, typer.Option(help="Try a lost capture again this many times (multi: a "
+                                                 "cluster restart each, from the last completed epoch).")] = 3,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary; print only the run directory.")] = False,
 ) -> None:
     """Train the bot-player LSTM once and record steps, epochs and CPU% under RESULTS_DIR/<run-id>."""
@@ -59,7 +61,7 @@ def run_command(
         mode, preset, epochs=epochs, batch_size=batch_size, train_players=train_players, test_players=test_players,
         sequence_length=sequence_length, seed=seed, class_weight=parse_class_weight(class_weight),
         data_path=str(data) if data is not None else None, sample_interval=sample_interval, label=label,
-        profile_steps="off" if no_profile else profile_steps,
+        profile_steps="off" if no_profile else profile_steps, profile_retries=profile_retries,
     )
     opts = None
     if mode is Mode.multi:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -17,7 +18,7 @@ from perfkit.cli import app
 def runs_command(
     results_dir: Annotated[Path, typer.Option(help="Where run directories live.")] = Path("results"),
 ) -> None:
-    """List runs with status, mode, preset, epochs and steady epoch time."""
+    """List runs with status, mode, preset, epochs, steady epoch time and trace captures."""
     from perfkit.analysis.summary import summarize
     from perfkit.cli._render import fmt
     from perfkit.errors import ResultsError, UsageError
@@ -30,22 +31,42 @@ def runs_command(
     # Run ids are what users copy into other commands: never wrap or truncate them.
     table.add_column("run id", no_wrap=True, min_width=max((len(p.name) for p in paths), default=6))
     table.add_column("status", no_wrap=True, min_width=11)
-    for col in ("mode", "preset", "epochs", "steady epoch s", "val acc"):
+    for col in ("mode", "preset", "epochs", "steady epoch s", "val acc", "trace"):
         table.add_column(col, justify="right" if col in ("epochs", "steady epoch s", "val acc") else "left")
     count = 0
     for path in paths:
         count += 1
         try:
-            s = summarize(RunRecord.load(path))
+            record = RunRecord.load(path)
+            s = summarize(record)
         except ResultsError as exc:
-            table.add_row(path.name, "[red]unreadable[/red]", "", "", "", "", str(exc)[:60])
+            table.add_row(path.name, "[red]unreadable[/red]", "", "", "", "", "", str(exc)[:60])
             continue
         status = s.status if s.status == "complete" else f"[yellow]{s.status}[/yellow]"
         table.add_row(path.name, status, s.mode, s.preset, str(s.epochs), fmt(s.steady_epoch_s, ".1f"),
-                      fmt(s.val_accuracy, ".4f"))
+                      fmt(s.val_accuracy, ".4f"), trace_status(record.meta))
     # Piped output (scripts, tests) gets a fixed width instead of rich's 80-column fallback.
     console = Console(width=None if sys.stdout.isatty() else 120)
     if count == 0:
         console.print(f"no runs in {results_dir}")
         return
     console.print(table)
+
+
+def trace_status(meta: dict[str, Any]) -> str:
+    """Captures per worker as run.json records them ("2/2", "1/2 (1 crashed)", "off"); a listing parses
+    nothing, so a capture that is there but damaged shows only when the run is analysed."""
+    profile = meta.get("profile")
+    if not isinstance(profile, dict):
+        return ""
+    if profile.get("spec") == "off":
+        return "off"
+    workers = [w for w in (profile.get("workers") or {}).values() if isinstance(w, dict)]
+    if not workers:
+        return "none"
+    total = (meta.get("cluster") or {}).get("num_workers") or len(meta.get("workers") or []) or len(workers)
+    captured = sum(w.get("status") == "captured" for w in workers)
+    others = Counter(str(w.get("status")) for w in workers if w.get("status") != "captured")
+    more = ", ".join(f"{n} {status}" for status, n in sorted(others.items()))
+    return f"{captured}/{total}" + (f" ({more})" if more else "")
+

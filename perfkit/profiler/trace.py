@@ -77,6 +77,14 @@ def resolve(spec: str, steps_per_epoch: int, epochs: int) -> Window | None:
     return Window(first, last)
 
 
+def later_window(window: Window, done_steps: int, steps_per_epoch: int, epochs: int) -> Window | None:
+    """The same window moved by whole epochs so that it starts after ``done_steps`` (the steps already
+    trained), or None when no epoch is left for it: where a lost capture is tried again."""
+    shift = max(0, -(-(done_steps + 1 - window.first) // steps_per_epoch))
+    moved = Window(window.first + shift * steps_per_epoch, window.last + shift * steps_per_epoch)
+    return moved if moved.last <= steps_per_epoch * epochs else None
+
+
 @dataclass(frozen=True)
 class CaptureTarget:
     run_dir: Path
@@ -93,16 +101,23 @@ class CaptureTarget:
 
 
 class TraceCapture:
-    """Starts the profiler just before step ``window.first`` and stops it once ``window.last`` is done."""
+    """Starts the profiler just before step ``window.first`` and stops it once ``window.last`` is done.
+
+    A capture that fails without killing the process (the profiler raised, or wrote no file) is tried
+    again, up to ``retries`` times, in the next epoch that still has room for the window; every attempt's
+    outcome stays in ``result["attempts"]``.
+    """
 
     def __init__(self, window: Window, target: CaptureTarget, start: Callable[[str], None],
-                 stop: Callable[[], None], on_change: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 stop: Callable[[], None], on_change: Callable[[dict[str, Any]], None] | None = None,
+                 retries: int = 0, steps_per_epoch: int = 0, epochs: int = 0) -> None:
         self.window, self.target = window, target
         self._start, self._stop = start, stop
         # Told before the profiler starts and stops and when the capture ends: TF 2.21's profiler can
-        # crash the process in Stop() under MultiWorkerMirroredStrategy, and whoever supervises the
-        # process needs to know a death happened inside a capture.
+        # crash the process in Stop() under MultiWorkerMirroredStrategy (docs/tf-profiler-crash.md), and
+        # whoever supervises the process needs to know a death happened inside a capture.
         self._on_change = on_change
+        self._retries, self._spe, self._epochs = retries, steps_per_epoch, epochs
         self._active = False
         self._last_done = 0
         self.result: dict[str, Any] = {"status": "pending", "window": window.to_dict(), "file": None, "error": None}
@@ -184,6 +199,14 @@ class TraceCapture:
         text = what if exc is None else f"{what}: {type(exc).__name__}: {exc}"
         log.warning("profiling: %s; training goes on", text)
         self._set(status="failed", error=text[:500])
+        later = later_window(self.window, self._last_done, self._spe, self._epochs) if self._spe else None
+        if self._retries > 0 and later is not None:
+            self._retries -= 1
+            lost = {k: self.result.get(k) for k in ("status", "error", "window")}
+            self.window = later
+            self.result = {"status": "pending", "window": later.to_dict(), "file": None, "error": None,
+                           "attempts": [*self.result.get("attempts", []), lost]}
+            log.info("profiling: trying the window again at steps %d-%d", later.first, later.last)
 
 
 def _tf_start(logdir: str) -> None:
@@ -200,9 +223,9 @@ def _tf_stop() -> None:
     tf().profiler.experimental.stop()
 
 
-def tf_capture(window: Window, target: CaptureTarget,
-               on_change: Callable[[dict[str, Any]], None] | None = None) -> TraceCapture:
-    return TraceCapture(window, target, _tf_start, _tf_stop, on_change)
+def tf_capture(window: Window, target: CaptureTarget, on_change: Callable[[dict[str, Any]], None] | None = None,
+               retries: int = 0, steps_per_epoch: int = 0, epochs: int = 0) -> TraceCapture:
+    return TraceCapture(window, target, _tf_start, _tf_stop, on_change, retries, steps_per_epoch, epochs)
 
 
 def keras_callback(capture: TraceCapture, steps_per_epoch: int) -> Any:

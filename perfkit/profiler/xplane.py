@@ -9,13 +9,23 @@ op event with picosecond bounds on its own thread. A damaged file fails cleanly 
 (DecodeError) instead of inside a C++ converter. The generated module is loaded from TensorFlow's package
 by file path, so analysing traces does not import TensorFlow (~7 s).
 
-How a step is split (all on the host plane, clipped to the step's ``train`` event):
+How a step is split (all on the host plane, clipped to the step's ``train`` event). Collective ops are
+launched as each gradient is ready and stay open while the rest of the backward pass runs, so their wall
+time overlaps compute; only the part with no compute op of the worker running is communication (or
+waiting) that the step pays for (the overlap analysis of Holistic Trace Analysis):
+- compute_s: union of TF op events (``name:Type``) outside tf.data's own threads, other than collective
+  and input ops.
 - collective_s: union of collective op events (CollectiveReduceV2 and friends: all-reduce, gather,
-  broadcast, NCCL). A fast worker's all-reduce lasts as long as it waits for the slowest one.
-- input_s: union of iterator get-next events, minus time already counted as collective.
-- compute_s: union of all other TF op events (``name:Type``) outside tf.data's own threads, minus the above.
+  broadcast, NCCL) while no compute op runs: exposed communication. A fast worker's exposed all-reduce
+  lasts as long as it waits for the slowest one.
+- input_s: union of iterator get-next events while neither compute nor a collective runs.
 - other_s: the rest of the step (Python, Keras, function dispatch).
-So step_s = compute_s + collective_s + input_s + other_s.
+So step_s = compute_s + collective_s + input_s + other_s. Beside them, collective_total_s is the whole
+union of collective events and overlap_s its part hidden under compute (collective_total_s - collective_s);
+collectives counts the step's collective ops and allreduce_max_s is the longest one. MultiWorkerMirrored
+packs every gradient into one all-reduce (``bytes_per_pack=0``), so that longest op is the gradient
+all-reduce (with any wait for a peer in it); the others are tf-keras' per-step reductions of the loss and
+metric states (one small collective each, latency-bound).
 """
 
 from __future__ import annotations
@@ -37,7 +47,10 @@ STEP_EVENT = "train"  # tf-keras wraps every training step in Trace("train", epo
 INPUT_OP_TYPES = frozenset({"IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional",
                             "MultiDeviceIteratorGetNextFromShard"})
 INPUT_EVENTS = ("IteratorGetNextOp::DoCompute", "GetNextFromShard")
-STEP_COLUMNS = ("epoch", "step", "t_start_ns", "step_s", "compute_s", "collective_s", "input_s", "other_s")
+STEP_COLUMNS = ("epoch", "step", "t_start_ns", "step_s", "compute_s", "collective_s", "input_s", "other_s",
+                "collective_total_s", "overlap_s", "collectives", "allreduce_max_s")
+# Bumped whenever what parse() returns changes: cached trace tables of older versions are parsed again.
+PARSER_VERSION = 2
 OP_COLUMNS = ("name", "category", "count", "total_s")
 _PB2_MODULE = "tensorflow.tsl.profiler.protobuf.xplane_pb2"
 
@@ -175,17 +188,25 @@ def _breakdown(marks: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
         inside = ev[(ev["end"] > mark.start) & (ev["start"] < mark.end)]
         s = inside["start"].clip(lower=mark.start).to_numpy()
         e = inside["end"].clip(upper=mark.end).to_numpy()
-        cat = inside["category"].to_numpy()
-        c = cat == "collective"
-        ci = c | (cat == "input")
-        collective = union_seconds(s[c], e[c])
-        with_input = union_seconds(s[ci], e[ci])
-        busy = union_seconds(s, e)
-        step_s = (mark.end - mark.start) / 1e9
-        rows.append({"epoch": mark.epoch, "step": mark.step, "t_start_ns": int(mark.start), "step_s": step_s,
-                     "compute_s": busy - with_input, "collective_s": collective,
-                     "input_s": with_input - collective, "other_s": max(0.0, step_s - busy)})
+        rows.append({"epoch": mark.epoch, "step": mark.step, "t_start_ns": int(mark.start),
+                     **split_step((mark.end - mark.start) / 1e9, s, e, inside["category"].to_numpy())})
     return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+
+
+def split_step(step_s: float, start: np.ndarray, end: np.ndarray, category: np.ndarray) -> dict[str, float]:
+    """One step's split by priority compute > collective > input > other (see the module docstring)."""
+    comp = category == "compute"
+    comm = category == "collective"
+    both = comp | comm
+    busy_comp = union_seconds(start[comp], end[comp])
+    busy_both = union_seconds(start[both], end[both])
+    busy_all = union_seconds(start, end)
+    total_comm = union_seconds(start[comm], end[comm])
+    exposed = busy_both - busy_comp
+    longest = float(np.max(end[comm] - start[comm])) / 1e9 if comm.any() else 0.0
+    return {"step_s": step_s, "compute_s": busy_comp, "collective_s": exposed, "input_s": busy_all - busy_both,
+            "other_s": max(0.0, step_s - busy_all), "collective_total_s": total_comm,
+            "overlap_s": max(0.0, total_comm - exposed), "collectives": int(comm.sum()), "allreduce_max_s": longest}
 
 
 def _top_ops(events: pd.DataFrame, limit: int = 25) -> pd.DataFrame:

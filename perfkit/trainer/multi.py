@@ -86,8 +86,8 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
     launcher = Launcher(run, opts.cluster, placements, quota, sampler, observer, opts.connect_timeout,
                         opts.stall_timeout)
 
-    def write_launch(attempt: int, profiling: bool = True) -> None:
-        config = cfg.to_dict() if profiling else {**cfg.to_dict(), "profile_steps": "off"}
+    def write_launch(attempt: int, profile_spec: str | None = None) -> None:
+        config = {**cfg.to_dict(), "profile_steps": profile_spec or cfg.profile_steps}
         # A backup also lets a cluster resume after TF's profiler crashed a worker (see supervise).
         backup = opts.max_restarts > 0 or cfg.profile_steps != "off"
         write_launch_file(run, {
@@ -103,7 +103,8 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
     try:
         failure, restarts = supervise(launcher, opts.max_restarts, write_launch,
                                       # One host of a cluster cannot restart its workers alone.
-                                      recover_profiler=cfg.profile_steps != "off" and opts.part is None)
+                                      recover_profiler=cfg.profile_steps != "off" and opts.part is None,
+                                      profile_retries=cfg.profile_retries)
     except KeyboardInterrupt:  # between two waits, e.g. while workers were being started
         launcher.interrupt()
         failure = Failure("interrupted", "interrupted by the user (Ctrl-C)", {})
@@ -126,17 +127,32 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
 
 
 def _captures(workers: list[dict[str, Any]], restarts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each worker's capture; after a restart caused by TF's profiler, the captures of the crashed attempt
-    (the workers that finished theirs keep their files) with the crashed worker's marked as such."""
-    crash = next((r for r in restarts if r.get("profiler_crash")), None)
-    if crash is None:
-        return {str(w["index"]): w["profile"] for w in workers if w.get("profile")}
-    out = {k: dict(v) for k, v in (crash.get("profiles") or {}).items() if v}
-    for entry in out.values():
-        if entry.get("status") != "captured":
-            entry.update(status="crashed", error=f"TensorFlow's profiler crashed a worker ({crash['after']}); "
-                         "training resumed without profiling from the last completed epoch")
+    """Each worker's capture from the last attempt that traced, with the outcome of every earlier traced
+    attempt under ``attempts``. A capture a worker finished in an attempt that TF's profiler crashed on
+    another worker is lost with that attempt: the workers' traces must come from the same steps."""
+    history: dict[str, list[dict[str, Any]]] = {}
+    for r in restarts:
+        for k, entry in (r.get("profiles") or {}).items():
+            if entry and entry.get("status") not in ("skipped", "pending"):
+                history.setdefault(k, []).append(_lost(entry, r) if r.get("profiler_crash") else dict(entry))
+    for w in workers:
+        entry = w.get("profile")
+        if entry and (entry.get("status") not in ("skipped", "pending") or str(w["index"]) not in history):
+            history.setdefault(str(w["index"]), []).append(dict(entry))
+    out = {}
+    for k, entries in history.items():
+        last = dict(entries[-1])
+        earlier = [{f: e.get(f) for f in ("attempt", "status", "error", "window")} for e in entries[:-1]]
+        out[k] = {**last, "attempts": earlier + list(last.get("attempts") or [])} if earlier else last
     return out
+
+
+def _lost(entry: dict[str, Any], restart: dict[str, Any]) -> dict[str, Any]:
+    if entry.get("status") == "captured":
+        return {**entry, "status": "crashed", "error": f"captured, but TensorFlow's profiler crashed a peer "
+                f"in the same attempt ({restart['after']})"}
+    return {**entry, "status": "crashed", "error": f"TensorFlow's profiler crashed a worker ({restart['after']}); "
+            f"the cluster resumed from the last completed epoch"}
 
 
 def _ensure_data(cfg: RunConfig, cache_dir: Path) -> dict[str, Any]:

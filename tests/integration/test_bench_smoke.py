@@ -106,6 +106,43 @@ def test_article_smoke(tmp_path: Path) -> None:
     assert data["targets"]["article"]["single"]["steady_epoch_s"] == 100.0
 
 
+def test_allreduce_smoke(tmp_path: Path) -> None:
+    import gzip  # only this test reads the xplane fixtures
+
+    # A run directory holding the repo's real 2-worker captures (22 collectives per step): --run takes K
+    # from them and sets the traced figures beside the isolated ones.
+    run = tmp_path / "run"
+    profile = {}
+    for w in (0, 1):
+        rel = f"tensorboard/plugins/profile/s/vm-w{w}.xplane.pb"
+        (run / rel).parent.mkdir(parents=True, exist_ok=True)
+        packed = (Path(__file__).parents[1] / "data" / f"tiny-2w-w{w}.xplane.pb.gz").read_bytes()
+        (run / rel).write_bytes(gzip.decompress(packed))
+        profile[str(w)] = {"status": "captured", "file": rel}
+    (run / "run.json").write_text(json.dumps({"config": {"sequence_length": 7}, "profile": {"workers": profile}}))
+    data = smoke("allreduce", tmp_path / "out", "--run", str(run), timeout=180)
+    r, k = data["results"], data["params"]["small"]
+    assert k == r["traced"]["small"] == 21 and data["params"]["small_from"] == "from the traced collectives"
+    assert [w["replicas"] for w in r["workers"]] == [2, 2] and all(w["correct"] for w in r["workers"])
+    assert {w["core"] for w in r["workers"]} <= {0, 1} and r["workers"][0]["threads"]["intra_op"] == 1
+    assert len(r["workers"][0]["shapes"]) == 10  # the LSTM's trainable variables, as Keras all-reduces them
+    arms = r["arms"]
+    assert arms["gradients"]["tensors"] == 10 and arms["gradients"]["floats"] == 441_729
+    assert arms["one pack"]["bytes"] == 441_729 * 4 and arms["one float"]["floats"] == 1
+    assert arms["step"]["tensors"] == 10 + k and arms["step"]["floats"] == 441_729 + k
+    for arm in ("gradients", "one pack", "one float", "step"):
+        assert positive(arms[arm]["worker0_ms"]) < 10_000
+        assert arms[arm]["worker0_ms"]["n"] == 5 and arms[arm]["worker0_ms"]["p10"] <= arms[arm]["worker0_ms"]["p90"]
+        assert positive(arms[arm]["max_over_workers_ms"]) >= arms[arm]["worker0_ms"]["min"]
+    # 21 more collectives in series after the gradients' cannot be faster than the gradients' alone
+    assert arms["step"]["worker0_ms"]["median"] > arms["gradients"]["worker0_ms"]["median"]
+    assert r["traced"]["workers"] == ["0", "1"] and r["traced"]["steps"] == 2
+    for name, arm in (("transfer", "step"), ("gradient_allreduce", "gradients")):
+        c = r["comparison"][name]
+        assert c["arm"] == arm and c["isolated_ms"] == arms[arm]["worker0_ms"]["median"]
+        assert c["ratio"] == pytest.approx(positive(r["traced"][f"{name}_ms"]) / c["isolated_ms"])
+
+
 def test_unknown_benchmark_is_a_one_line_usage_error() -> None:
     proc = perfkit("bench", "no-such-bench", timeout=60)
     assert proc.returncode == 2

@@ -15,6 +15,7 @@ import pytest
 from tests.integration._util import PERFKIT
 from tests.integration._util import only_run as _only_run
 from tests.integration._util import perfkit as _perfkit
+from tests.integration._util import traces
 
 pytestmark = pytest.mark.integration
 
@@ -65,11 +66,14 @@ def _assert_single_trace(run: Path, meta: dict) -> None:  # type: ignore[type-ar
     host = meta["workers"][0]["host"]
     files = sorted(p.name for p in (run / "tensorboard/plugins/profile" / run.name).glob("*.xplane.pb"))
     assert files == [f"{host}-w0.xplane.pb"]
-    trace = pd.read_parquet(run / "trace_steps.parquet")
+    tables = traces(run)
+    trace = tables.steps
+    assert trace is not None, tables.warnings
     assert trace[["epoch", "step"]].values.tolist() == [[1, s] for s in range(2, 8)]
-    assert (trace["collective_s"] == 0).all() and (trace["compute_s"] > 0).all()
-    entry = profile["workers"]["0"]
-    assert entry["status"] == "captured" and entry["matched_steps"] == 6 and entry["within_10pct"], entry
+    assert (trace["collective_total_s"] == 0).all() and (trace["compute_s"] > 0).all()
+    assert profile["workers"]["0"]["status"] == "captured", profile
+    check = tables.checks["0"]
+    assert check["matched_steps"] == 6 and check["within_10pct"], check
     assert list((run / "tensorboard/w0").glob("events.out.tfevents.*")), "epoch scalars for the Scalars tab"
 
 

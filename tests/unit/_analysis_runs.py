@@ -4,7 +4,9 @@
 cpu.parquet; optionally trace_steps.parquet and run.json's ``profile``), from round numbers:
 
 - every step is synchronous: step_s = max over workers of (busy + input) + transfer, the same for all;
-- traces: compute_s = 0.75 * busy, other_s = 0.25 * busy, collective_s = step_s - busy - input;
+- traces: compute_s = 0.75 * busy, other_s = 0.25 * busy, collective_s = step_s - busy - input (exposed);
+  with ``overlap``, also collective_total_s = collective_s + overlap and overlap_s = overlap (the columns
+  parser version 2 added), else the table is the older kind without them;
 - epochs: ``steps`` steps back to back, then ``val_s`` of validation; the first step starts at wall WALL0;
 - CPU: a sample every ``interval`` s from ``interval`` after the first step to 1 s after the last epoch,
   each worker at its constant CPU% (the two samples after the end read 999%, outside the window);
@@ -33,7 +35,7 @@ def write_run(root: Path, run_id: str, *, mode: str = "multi",
               cpu: dict[int, float] | None = None, interval: float = 0.25, trace: bool = True,
               status: str = "complete", preset: str = "quick", train_players: int = 600, batch: int = 64,
               parts: bool = False, started: str = "2026-01-01T00:00:00.000Z", epochs_recorded: int | None = None,
-              val_accuracy: tuple[float, ...] = (0.80, 0.85, 0.90)) -> list[Path]:
+              val_accuracy: tuple[float, ...] = (0.80, 0.85, 0.90), overlap: float | None = None) -> list[Path]:
     """Write the run (or its parts); returns the directories written."""
     workers = list(enumerate(h for h, _, n in hosts for _ in range(n)))  # (index, host)
     busy = busy or {w: (0.5 if h == hosts[-1][0] and len(hosts) > 1 else 0.2) for w, h in workers}
@@ -54,7 +56,7 @@ def write_run(root: Path, run_id: str, *, mode: str = "multi",
                           batch // len(workers), off, val_accuracy)
         _cpu_file(path, local, dict(workers), cpu, interval, epochs * epoch_s, offsets, mode, part)
         if trace:
-            _trace_file(path, local, dict(workers), busy, input_s, step_s, epochs, steps, val_s)
+            _trace_file(path, local, dict(workers), busy, input_s, step_s, epochs, steps, val_s, overlap)
         meta = _meta(run_id, mode, hosts, workers, local, offsets, status, preset, train_players, batch, epochs,
                      interval, started, part, trace)
         write_json(path / "run.json", meta)
@@ -103,7 +105,7 @@ def _cpu_file(path: Path, local: list[int], host_of: dict[int, str], cpu: dict[i
 
 
 def _trace_file(path: Path, local: list[int], host_of: dict[int, str], busy: dict[int, float], input_s: float,
-                step_s: float, epochs: int, steps: int, val_s: float) -> None:
+                step_s: float, epochs: int, steps: int, val_s: float, overlap: float | None) -> None:
     e, s = np.divmod(np.arange(epochs * steps), steps)
     frames = [pd.DataFrame({
         "worker": w, "host": host_of[w], "epoch": e, "step": s,
@@ -111,7 +113,10 @@ def _trace_file(path: Path, local: list[int], host_of: dict[int, str], busy: dic
                                                  for a, b in zip(e, s)]) * S).astype("int64"),
         "step_s": step_s, "compute_s": 0.75 * busy[w], "collective_s": step_s - busy[w] - input_s,
         "input_s": input_s, "other_s": 0.25 * busy[w]}) for w in local]
-    write_parquet(path / "trace_steps.parquet", pd.concat(frames, ignore_index=True))
+    df = pd.concat(frames, ignore_index=True)
+    if overlap is not None:
+        df = df.assign(collective_total_s=df["collective_s"] + overlap, overlap_s=overlap)
+    write_parquet(path / "trace_steps.parquet", df)
 
 
 def _meta(run_id: str, mode: str, hosts: tuple[tuple[str, float, int], ...], workers: list[tuple[int, str]],

@@ -137,9 +137,10 @@ def test_estimate_names_the_worker_whose_capture_crashed(tmp_path: Path, base: P
     set_meta(path, profile=meta["profile"])
     a = analyze(None, tmp_path)
     run = a.runs.set_index("run_id").loc[RUN]
-    assert run["split_source"] == "estimate" and run["split_note"].endswith("(no usable trace of worker 1)")
-    assert any(line.startswith("Estimated from CPU-seconds per step (no usable trace of worker 1): ")
-               for line in a.verdict)
+    why = ("no usable trace of worker 1; 1 capture attempt failed: worker 1 crashed (TensorFlow's profiler "
+           "crashed a worker)")
+    assert run["split_source"] == "estimate" and run["split_note"].endswith(f"({why})")
+    assert any(line.startswith(f"Estimated from CPU-seconds per step ({why}): ") for line in a.verdict)
 
 
 def test_older_run_without_profile_key_uses_estimates_silently(tmp_path: Path, base: Path) -> None:

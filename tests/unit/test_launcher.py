@@ -72,8 +72,10 @@ def test_the_worker_that_died_first_is_blamed_not_the_peer_that_lost_it(tmp_path
 class FakeLauncher:
     """Attempts that end as scripted; records what each launch file asked for."""
 
-    def __init__(self, outcomes: list[Failure | None]) -> None:
+    def __init__(self, outcomes: list[Failure | None], epochs_done: int = 1) -> None:
         self.outcomes, self.observer, self.launches = list(outcomes), NullObserver(), []
+        status = {"steps_per_epoch": 16, "epochs": 3, "epochs_done": epochs_done}
+        self.workers = [type("W", (), {"status": dict(status)})() for _ in range(2)]
 
     def start(self) -> None:
         pass
@@ -86,39 +88,68 @@ class FakeLauncher:
 
     def worker_records(self) -> list[dict]:
         return [{"index": 0, "profile": {"status": "captured", "file": "x.xplane.pb"}},
-                {"index": 1, "profile": {"status": "stopping"}}]
+                {"index": 1, "profile": {"status": "stopping", "window": {"first": 19, "last": 28}}}]
 
 
 def _death(signal_name: str | None, profile_state: str | None) -> Failure:
-    return Failure("failed", "worker 1 was killed by SIGSEGV",
-                   {"worker": 1, "signal": signal_name, "profile": {"status": profile_state} if profile_state else None})
+    profile = {"status": profile_state, "window": {"first": 19, "last": 28}} if profile_state else None
+    return Failure("failed", "worker 1 was killed by SIGSEGV", {"worker": 1, "signal": signal_name, "profile": profile})
 
 
-def test_a_crash_inside_the_profiler_resumes_once_without_profiling_outside_max_restarts() -> None:
+def _supervise(fake: FakeLauncher, retries: int) -> tuple[Failure | None, list[dict]]:
+    return supervise(fake, 0, lambda a, spec: fake.launches.append((a, spec)), recover_profiler=True,  # type: ignore[arg-type]
+                     profile_retries=retries)
+
+
+def test_a_crash_inside_the_profiler_without_retries_left_resumes_without_profiling() -> None:
     fake = FakeLauncher([_death("SIGSEGV", "stopping"), None])
-    failure, restarts = supervise(fake, 0, lambda a, p: fake.launches.append((a, p)), recover_profiler=True)  # type: ignore[arg-type]
+    failure, restarts = _supervise(fake, 0)
     assert failure is None
-    assert fake.launches == [(0, True), (1, False)]
+    assert fake.launches == [(0, None), (1, "off")]
     assert restarts[0]["profiler_crash"] and restarts[0]["profiles"]["1"]["status"] == "stopping"
 
 
-def test_a_second_crash_or_one_outside_a_capture_is_a_failure() -> None:
+def test_a_crash_inside_the_profiler_traces_the_window_again_while_retries_last() -> None:
+    fake = FakeLauncher([_death("SIGSEGV", "stopping"), _death("SIGABRT", "stopping"), _death("SIGSEGV", "stopping"),
+                         None])
+    failure, restarts = _supervise(fake, 2)
+    assert failure is None  # crashes inside the profiler never count against max_restarts (0 here)
+    assert fake.launches == [(0, None), (1, "19-28"), (2, "19-28"), (3, "off")]
+    assert [r["profile_steps"] for r in restarts] == ["19-28", "19-28", "off"]
+
+
+def test_a_retry_moves_the_window_past_the_epochs_already_done_or_gives_up() -> None:
+    fake = FakeLauncher([_death("SIGSEGV", "stopping"), None], epochs_done=2)  # window 19-28 lies in epoch 2
+    _supervise(fake, 3)
+    assert fake.launches == [(0, None), (1, "35-44")]
+    fake = FakeLauncher([_death("SIGSEGV", "stopping"), None], epochs_done=3)
+    _supervise(fake, 3)
+    assert fake.launches == [(0, None), (1, "off")]
+
+
+def test_a_crash_outside_a_capture_or_without_a_signal_is_a_failure() -> None:
     fake = FakeLauncher([_death("SIGSEGV", "capturing"), _death("SIGSEGV", None)])
-    failure, _ = supervise(fake, 0, lambda a, p: fake.launches.append((a, p)), recover_profiler=True)  # type: ignore[arg-type]
-    assert failure is not None and fake.launches == [(0, True), (1, False)]
+    failure, _ = _supervise(fake, 0)
+    assert failure is not None and fake.launches == [(0, None), (1, "off")]
     for death in (_death("SIGSEGV", "captured"), _death(None, "capturing")):
         fake = FakeLauncher([death])
-        failure, _ = supervise(fake, 0, lambda a, p: fake.launches.append((a, p)), recover_profiler=True)  # type: ignore[arg-type]
-        assert failure is death and not profiler_crash(death) and fake.launches == [(0, True)]
+        failure, _ = _supervise(fake, 3)
+        assert failure is death and not profiler_crash(death) and fake.launches == [(0, None)]
 
 
-def test_after_a_profiler_crash_the_finished_captures_are_kept_and_the_crashed_one_is_marked() -> None:
+def test_captures_come_from_the_last_traced_attempt_with_the_lost_ones_listed() -> None:
     from perfkit.trainer.multi import _captures
 
-    restarts = [{"profiler_crash": True, "after": "worker 1 was killed by SIGSEGV",
-                 "profiles": {"0": {"status": "captured", "file": "a.xplane.pb"}, "1": {"status": "stopping"}}}]
-    out = _captures([{"index": 0, "profile": None}, {"index": 1, "profile": None}], restarts)
-    assert out["0"] == {"status": "captured", "file": "a.xplane.pb"}
-    assert out["1"]["status"] == "crashed" and "SIGSEGV" in out["1"]["error"]
-    plain = _captures([{"index": 0, "profile": {"status": "captured"}}], [])
-    assert plain == {"0": {"status": "captured"}}
+    crash = {"profiler_crash": True, "after": "worker 1 was killed by SIGSEGV",
+             "profiles": {"0": {"status": "captured", "file": "a.xplane.pb", "attempt": 0},
+                          "1": {"status": "stopping", "attempt": 0}}}
+    retried = [{"index": 0, "profile": {"status": "captured", "file": "a.xplane.pb", "attempt": 1}},
+               {"index": 1, "profile": {"status": "captured", "file": "b.xplane.pb", "attempt": 1}}]
+    out = _captures(retried, [crash])
+    assert out["1"]["status"] == "captured" and out["1"]["attempt"] == 1
+    assert [a["status"] for a in out["1"]["attempts"]] == ["crashed"] and "SIGSEGV" in out["1"]["attempts"][0]["error"]
+    assert out["0"]["attempts"][0]["status"] == "crashed"  # its file of attempt 0 went with the crashed attempt
+    # No retry left: the crashed attempt is the last that traced; nobody's capture of it counts.
+    lost = _captures([{"index": 0, "profile": None}, {"index": 1, "profile": None}], [crash])
+    assert {w["status"] for w in lost.values()} == {"crashed"}
+    assert _captures([{"index": 0, "profile": {"status": "captured"}}], []) == {"0": {"status": "captured"}}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from perfkit.errors import UsageError
-from perfkit.profiler.trace import CaptureTarget, TraceCapture, Window, check_spec, resolve
+from perfkit.profiler.trace import CaptureTarget, TraceCapture, Window, check_spec, later_window, resolve
 
 
 def test_auto_window_is_ten_steps_early_in_the_second_epoch() -> None:
@@ -114,3 +114,27 @@ def test_training_ending_before_the_window_is_skipped(tmp_path: Path) -> None:
     capture = _capture(tmp_path, Window(8, 9), prof)
     _drive(capture, 5, 2, [], prof, stop_after=3)
     assert prof.calls == [] and capture.result["status"] == "skipped"
+
+
+def test_a_later_window_moves_by_whole_epochs_past_the_steps_done() -> None:
+    assert later_window(Window(19, 28), 16, 16, 3) == Window(19, 28)  # not reached yet: unchanged
+    assert later_window(Window(19, 28), 20, 16, 3) == Window(35, 44)
+    assert later_window(Window(19, 28), 32, 16, 3) == Window(35, 44)
+    assert later_window(Window(19, 28), 40, 16, 3) is None  # no epoch left for it
+
+
+def test_a_failed_capture_is_tried_again_in_the_next_epoch(tmp_path: Path) -> None:
+    prof = FakeProfiler(write=False)
+    cap = TraceCapture(Window(3, 4), CaptureTarget(tmp_path, "s", "h-w0"), prof.start, prof.stop,
+                       retries=1, steps_per_epoch=8, epochs=3)
+    for step in range(1, 25):
+        if step == 9:
+            prof.write = True  # the second attempt succeeds
+        cap.step_begin(step)
+        cap.step_end(step, last_of_epoch=step % 8 == 0)
+        if step % 8 == 0:
+            cap.epoch_boundary()
+    cap.finish()
+    assert cap.result["status"] == "captured" and cap.result["window"] == {"first": 11, "last": 12}
+    assert [a["status"] for a in cap.result["attempts"]] == ["failed"]
+    assert prof.calls == ["start", "stop", "start", "stop"]

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from perfkit.profiler import xplane
-from perfkit.profiler.traces import cross_check, finalize
+from perfkit.analysis.traces import cross_check, load_traces
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -85,8 +85,8 @@ def test_cross_check_compares_medians_and_measures_overhead() -> None:
     assert not far["within_10pct"]
 
 
-def test_finalize_writes_trace_tables_and_skips_an_unreadable_capture(tmp_path: Path,
-                                                                      captures: dict[int, Path]) -> None:
+def test_load_traces_writes_trace_tables_and_skips_an_unreadable_capture(tmp_path: Path,
+                                                                          captures: dict[int, Path]) -> None:
     run = tmp_path / "run"
     for w, src in captures.items():
         dest = run / f"tensorboard/plugins/profile/r/h-w{w}.xplane.pb"
@@ -94,10 +94,33 @@ def test_finalize_writes_trace_tables_and_skips_an_unreadable_capture(tmp_path: 
         dest.write_bytes(src.read_bytes() if w == 0 else b"\x00\x01broken")
     caps = {str(w): {"status": "captured", "window": {"first": 11, "last": 12},
                      "file": f"tensorboard/plugins/profile/r/h-w{w}.xplane.pb"} for w in (0, 1)}
-    profile = finalize(run, "11-12", caps, {"0": "h", "1": "h"})
-    assert profile["workers"]["0"]["steps"] == 2 and profile["workers"]["0"]["matched_steps"] == 0
-    assert profile["workers"]["1"]["status"] == "unreadable" and "h-w1.xplane.pb" in profile["workers"]["1"]["error"]
+    meta = {"profile": {"spec": "11-12", "workers": caps}, "workers": [{"index": w, "host": "h"} for w in (0, 1)]}
+    tables = load_traces(run, meta)
+    assert tables.checks["0"]["steps"] == 2 and tables.checks["0"]["matched_steps"] == 0  # no step callback
+    assert set(tables.unreadable) == {"1"} and any("h-w1.xplane.pb" in w for w in tables.warnings)
     steps = pd.read_parquet(run / "trace_steps.parquet")
     assert set(steps["worker"]) == {0} and list(steps.columns[:2]) == ["worker", "host"]
     assert len(pd.read_parquet(run / "trace_ops.parquet")) > 5
-    json.dumps(profile)  # run.json must be able to hold it
+    json.dumps(tables.checks)  # trace_cache.json must be able to hold it
+
+
+def test_collective_time_under_compute_is_overlap_not_communication() -> None:
+    # 0-10 ms compute; 4-14 ms all-reduce (6 ms of it under compute); 14-16 ms input; a 20 ms step.
+    ms = 1e6
+    start = np.array([0, 4, 14]) * ms
+    end = np.array([10, 14, 16]) * ms
+    split = xplane.split_step(0.020, start, end, np.array(["compute", "collective", "input"]))
+    assert split["compute_s"] == pytest.approx(0.010)
+    assert split["collective_s"] == pytest.approx(0.004)  # exposed: 10-14 ms only
+    assert split["collective_total_s"] == pytest.approx(0.010)
+    assert split["overlap_s"] == pytest.approx(0.006)
+    assert split["input_s"] == pytest.approx(0.002) and split["other_s"] == pytest.approx(0.004)
+    assert split["collectives"] == 1 and split["allreduce_max_s"] == pytest.approx(0.010)
+    parts = split["compute_s"] + split["collective_s"] + split["input_s"] + split["other_s"]
+    assert parts == pytest.approx(split["step_s"])
+
+
+def test_recorded_capture_reports_the_overlap_it_took_out(captures: dict[int, Path]) -> None:
+    steps = xplane.parse(captures[0]).steps
+    np.testing.assert_allclose(steps["collective_s"] + steps["overlap_s"], steps["collective_total_s"], rtol=1e-9)
+    assert (steps["collective_total_s"] >= steps["collective_s"]).all()
