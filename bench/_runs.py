@@ -56,7 +56,7 @@ class Training:
 
 
 def steady(values: list[float]) -> float | None:
-    """DESIGN.md's steady figure: median over epochs after the first (the only one if there is one)."""
+    """docs/figures.md's steady figure: median over epochs after the first (the only one if there is one)."""
     vals = [v for v in values if v is not None and math.isfinite(v)]
     if not vals:
         return None

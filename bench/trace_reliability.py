@@ -6,12 +6,14 @@ counting the runs in which every worker's final capture is ``captured`` and pars
 Smaller data crash less often (0 of 12 two-worker runs at 16,384 players), so the default is the size the
 README's first command trains. Arms:
 
-- ``in-process`` (the default launch): ``tf.profiler.experimental.start/stop`` from the Keras callback;
-  a worker killed inside the capture restarts the cluster from the last completed epoch and the window is
-  traced again, up to ``--profile-retries`` times. The first attempt of each run is exactly the launch
-  without retries, so the same runs also give that arm's rate ("first attempt").
+- ``in-process`` (the default launch): ``tf.profiler.experimental.start/stop`` from the Keras callback,
+  with freed memory poisoned while the profiler stops (``trace.freed_memory_poisoned``); a worker killed
+  inside the capture restarts the cluster from the last completed epoch and the window is traced again,
+  up to ``--profile-retries`` times. The first attempt of each run is exactly the launch without retries,
+  so the same runs also give that arm's rate ("first attempt").
+- ``unguarded``: the same without the poisoning (``PERFKIT_PROFILER_POISON=0``): TF's stop as it is.
 - ``epoch-end``: the window is the last 10 steps of epoch 2, so the profiler stops at the epoch's end
-  before validation, with no training step in flight; no retries.
+  before validation, with no training step in flight; no retries, no poisoning.
 
 Per run it also records how many captures TF's profiler crashed, with which signal, and the tracing
 overhead: the median step time of the traced steps over that of the untraced steps of the same epoch.
@@ -33,10 +35,12 @@ from typing import Any
 from bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, heading, make_parser,
                            markdown_table, progress, run_measured)
 from bench._runs import runs_dir
+from perfkit.config import RunConfig
 
 NAME = "trace-reliability"
 BATCH = 1024
 EPOCHS = 2
+DEFAULT_RETRIES = int(RunConfig.__dataclass_fields__["profile_retries"].default)
 TARGET = 0.95
 
 
@@ -44,18 +48,30 @@ def size_args(train: int, test: int) -> list[str]:
     return ["--preset", "quick", "--train-players", str(train), "--test-players", str(test), "--epochs", str(EPOCHS)]
 
 
+ARMS = ("in-process", "unguarded", "epoch-end")
+
+
+def arm_env(arm: str) -> dict[str, str]:
+    """The arm's environment: ``unguarded`` stops the profiler without poisoning freed memory."""
+    from perfkit.profiler.trace import POISON_ENV
+
+    env = env_with_repo()
+    env.pop(POISON_ENV, None)
+    return {**env, POISON_ENV: "0"} if arm in ("unguarded", "epoch-end") else env
+
+
 def arm_args(arm: str, retries: int, steps_per_epoch: int) -> list[str]:
-    if arm == "in-process":
+    if arm in ("in-process", "unguarded"):
         return ["--profile-retries", str(retries)]
     if arm == "epoch-end":
         last = EPOCHS * steps_per_epoch
         return ["--profile-steps", f"{last - 9}-{last}", "--profile-retries", "0"]
-    raise SystemExit(f"--arms: unknown arm {arm!r}; choose from in-process, epoch-end")
+    raise SystemExit(f"--arms: unknown arm {arm!r}; choose from {', '.join(ARMS)}")
 
 
-def one_run(label: str, args: list[str], root: Path, timeout: float) -> dict[str, Any]:
+def one_run(label: str, args: list[str], root: Path, timeout: float, env: dict[str, str]) -> dict[str, Any]:
     proc = run_measured([*PERFKIT, "run", "--mode", "multi", *args, "--results-dir", str(root), "--quiet"],
-                        timeout, env=env_with_repo())
+                        timeout, env=env)
     lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
     run_dir = Path(lines[-1]) if lines and Path(lines[-1]).is_dir() else None
     out: dict[str, Any] = {"label": label, "wall_s": proc.wall_s, "run_dir": str(run_dir) if run_dir else None}
@@ -122,7 +138,8 @@ def measure(args: argparse.Namespace) -> Report:
             for i in range(n):
                 progress(f"{arm} {key}, run {i + 1}/{n}")
                 extra = arm_args(arm, args.profile_retries, args.players[0] // BATCH)
-                runs.append(one_run(f"{arm} {key} #{i + 1}", [*launch, *size, *extra], root, args.timeout))
+                runs.append(one_run(f"{arm} {key} #{i + 1}", [*launch, *size, *extra], root, args.timeout,
+                                    arm_env(arm)))
             report.results[f"{arm} {key}"] = {"arm": arm, "workers": shown, "runs": runs, **summary(runs)}
             report.errors += [f"{r['label']}: {r['error']}" for r in runs if r.get("status") != "complete"]
     return report
@@ -144,7 +161,7 @@ def table(report: Report) -> str:
     for name, r in report.results.items():
         n = r["n"]
         rows.append([r["arm"], r["workers"], n, _share(r["complete"], n),
-                     _share(r["first_attempt_complete"], n) if r["arm"] == "in-process" else "(no retries)",
+                     _share(r["first_attempt_complete"], n) if r["arm"] != "epoch-end" else "(no retries)",
                      f"{r['runs_with_crash']} ({r['crashes']} crashes)", fmt(r["overhead_median"], ".3f", "n/a"),
                      fmt(r["wall_s_median"], ".0f")])
     head = ["arm", "workers / cluster", "runs", "every worker's trace kept", "on the first attempt",
@@ -160,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     p = make_parser(NAME, __doc__, default_preset=None, default_repeats=1)
     p.add_argument("--runs", type=int, default=20, help="runs per arm with 2 workers (half as many with more)")
     p.add_argument("--workers", default="2,4", help="comma-separated worker counts")
-    p.add_argument("--arms", default="in-process,epoch-end", help="comma-separated: in-process, epoch-end")
-    p.add_argument("--profile-retries", type=int, default=3, help="retries of the in-process arm")
+    p.add_argument("--arms", default="in-process,unguarded", help=f"comma-separated: {', '.join(ARMS)}")
+    p.add_argument("--profile-retries", type=int, default=DEFAULT_RETRIES,
+                   help=f"retries of the in-process arm (default {DEFAULT_RETRIES}, as perfkit run)")
     p.add_argument("--players", default="60000,15000", help="TRAIN,TEST players (default: the quick preset's)")
     p.add_argument("--clusters", default="", help="comma-separated cluster files to add as rows")
     args = p.parse_args(argv)

@@ -1,6 +1,6 @@
 """The run directory: create it, write its files atomically, load it back, list runs.
 
-Layout (see DESIGN.md): ``run.json``, ``workers/<i>/{steps,epochs}.parquet``, ``workers/<i>/worker.log``,
+Layout (see docs/figures.md): ``run.json``, ``workers/<i>/{steps,epochs}.parquet``, ``workers/<i>/worker.log``,
 ``cpu.parquet``, ``system.parquet``; once a run has been analysed, its parsed traces (a cache:
 ``trace_steps.parquet``, ``trace_ops.parquet``, ``trace_cache.json``). Every file is written to a temp file
 in the same directory and renamed into place, so a crash or Ctrl-C never leaves a half-written file behind.

@@ -1,4 +1,4 @@
-"""`perfkit analyze`'s entry point: selected runs -> every figure of DESIGN.md as DataFrames.
+"""`perfkit analyze`'s entry point: selected runs -> every figure of docs/figures.md as DataFrames.
 
 ``analyze(paths, results_dir, baseline_id)`` loads (``load``), picks the baseline and the runs left out
 (``select``), computes each run's figures (``summary``, ``cpu``, ``stragglers``) and the baseline-relative

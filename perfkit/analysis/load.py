@@ -32,10 +32,8 @@ from perfkit.analysis.traces import TraceTables, load_traces, profile_workers
 from perfkit.results import RUN_FILE, RunRecord, iter_run_dirs, load_meta
 
 PART_SEP = "--"
-TRACE_STEP_COLUMNS = traces.TRACE_STEP_COLUMNS  # at least these in LoadedRun.trace (plus OVERLAP_COLUMNS)
+TRACE_STEP_COLUMNS = traces.TRACE_STEP_COLUMNS  # at least these in LoadedRun.trace (plus V2_COLUMNS)
 TRACE_OP_COLUMNS = traces.TRACE_OP_COLUMNS
-_ERROR_CHARS = 120  # a failed capture's error, as the figures' notes quote it
-_NOT_FAILED = ("captured", "skipped", "pending")  # capture outcomes that are no failure (no window reached)
 _NUMERIC = {
     "steps": ("epoch", "step", "t_start_ns", "t_end_ns", "duration_s", "samples"),
     "epochs": ("epoch", "t_start_ns", "t_end_ns", "train_s", "val_s"),
@@ -171,53 +169,8 @@ def merge_parts(run_id: str, parts: list[tuple[Path, dict[str, Any]]]) -> Loaded
     trace, ops, warnings = _trace_frames(records, tables)
     problems += completeness_problems(record, records)
     trace, more = _usable_trace(trace, record)
-    return LoadedRun(run_id, paths, record, trace, ops, _why_no_trace(records, tables, trace, more),
+    return LoadedRun(run_id, paths, record, trace, ops, traces.why_no_trace([r.meta for r in records], tables, trace, more),
                      tuple(problems), tuple(warnings + more + _cpu_gaps(record)))
-
-
-def _why_no_trace(records: list[RunRecord], tables: list[TraceTables], trace: pd.DataFrame | None,
-                  skipped: list[str]) -> str:
-    """Why a run has no usable trace: no window at all, captures that did not survive (how many attempts
-    failed, and why), or a partial table."""
-    if trace is not None:
-        return ""
-    failed = _failed_attempts(records, tables)
-    lost = sorted({w for w, _, _, final in failed if final})
-    if lost:
-        why = f"no usable trace of worker{'s' if len(lost) > 1 else ''} {_list(lost)}"
-    elif skipped or any(w.get("status") == "captured" for r in records for w in profile_workers(r.meta).values()):
-        why = "trace table missing, damaged or partial"
-    else:
-        why = "no usable trace" if failed else "no trace window"
-    if not failed:
-        return why
-    items = [f"worker {w} {status}" + (f" ({_short(error)})" if error else "") for w, status, error, _ in failed]
-    counted = {item: items.count(item) for item in items}  # insertion order: worker, then attempt order
-    n = len(failed)
-    return (f"{why}; {n} capture attempt{'s' if n > 1 else ''} failed: "
-            + "; ".join(item + (f" (x{c})" if c > 1 else "") for item, c in counted.items()))
-
-
-def _failed_attempts(records: list[RunRecord], tables: list[TraceTables]) -> list[tuple[int, str, str, bool]]:
-    """(worker, status, error, final?) of every capture attempt that left no trace: the earlier attempts
-    run.json lists under "attempts", then the final one when it failed or its file could not be parsed."""
-    out = []
-    for r, t in zip(records, tables):
-        for k, w in sorted(profile_workers(r.meta).items(), key=lambda kv: int(kv[0])):
-            for a in w.get("attempts") or []:
-                if isinstance(a, dict) and a.get("status") not in _NOT_FAILED:
-                    out.append((int(k), str(a.get("status") or "failed"), str(a.get("error") or ""), False))
-            if k in t.unreadable:
-                out.append((int(k), "unreadable", f"{t.unreadable[k]['file']}: {t.unreadable[k]['error']}", True))
-            elif w.get("status") not in _NOT_FAILED:
-                out.append((int(k), str(w.get("status")), str(w.get("error") or ""), True))
-    return out
-
-
-def _short(error: str) -> str:
-    """The first clause of an error (what went wrong; the rest is what happened next), at most a line."""
-    first = error.split("; ")[0].strip()
-    return first if len(first) <= _ERROR_CHARS else first[: _ERROR_CHARS - 1] + "…"
 
 
 def _cpu_gaps(record: RunRecord) -> list[str]:

@@ -1,6 +1,6 @@
 """Which runs are compared: the baseline, and the runs left out (with the reason).
 
-Baseline (DESIGN.md): the latest complete single-mode run on the same data and preset, unless
+Baseline (docs/figures.md): the latest complete single-mode run on the same data and preset, unless
 ``--baseline RUN_ID`` names one. "Same" is judged against the latest complete multi-mode run analysed
 that has such a run (else the latest multi-mode run, or the latest run when none is multi-mode); a
 baseline missing from the analysed runs is looked up in the results directory. Runs that are not

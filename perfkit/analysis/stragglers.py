@@ -1,6 +1,6 @@
 """Where a synchronous step's time goes, per worker: compute, transfer, wait; stragglers; what-if.
 
-Definitions (DESIGN.md "Figures"), for step s and worker w:
+Definitions (docs/figures.md), for step s and worker w:
 
 - from traces (trace_steps.parquet): busy(w,s) = compute_s + other_s (= step_s - collective_s - input_s),
   collective(w,s) = collective_s, the exposed communication: collective ops running while no compute op
@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis.cpu import CpuSamples, host_budgets, worker_hosts, worker_ticks
-from perfkit.analysis.traces import OVERLAP_COLUMNS, overlap_share
+from perfkit.analysis.traces import V2_COLUMNS, overlap_share
 from perfkit.results import RunRecord
 
 FLAG_BELOW = 0.75
@@ -88,7 +88,7 @@ def trace_split(trace: pd.DataFrame | None, workers: int) -> StepSplit | None:
         "step": trace["step"].astype("int64"), "step_s": trace["step_s"].astype(float),
         "busy_s": (trace["compute_s"] + trace["other_s"]).astype(float),
         "collective_s": trace["collective_s"].astype(float), "input_s": trace["input_s"].astype(float),
-        **{c: (trace[c].astype(float) if c in trace.columns else np.nan) for c in OVERLAP_COLUMNS},
+        **{c: (trace[c].astype(float) if c in trace.columns else np.nan) for c in V2_COLUMNS},
     })
     return _finish(df, "trace", workers)
 

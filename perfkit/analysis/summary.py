@@ -1,6 +1,6 @@
 """Per-run figures from a frozen run: epoch times, steady throughput, CPU use, final validation metrics.
 
-Definitions follow DESIGN.md: epoch time is worker 0's training plus validation wall time; the steady
+Definitions follow docs/figures.md: epoch time is worker 0's training plus validation wall time; the steady
 figure is the median over epochs after the first (the first pays for tracing and warm-up). Analysers
 return DataFrames and plain numbers; rendering is the caller's business.
 """

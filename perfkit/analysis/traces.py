@@ -33,11 +33,14 @@ from perfkit.results import TRACE_CACHE_FILE, TRACE_OPS_FILE, TRACE_STEPS_FILE, 
 
 log = logging.getLogger(__name__)
 
+_ERROR_CHARS = 120  # a failed capture's error, as the figures' notes quote it
+_NOT_FAILED = ("captured", "skipped", "pending")  # capture outcomes that are no failure (no window reached)
 AGREEMENT_TOLERANCE = 0.10  # trace vs callback median step time, relative
 CACHE_FORMAT = 1  # trace_cache.json's own layout
 TRACE_STEP_COLUMNS = ("worker", "epoch", "step", "step_s", "compute_s", "collective_s", "input_s", "other_s")
 TRACE_OP_COLUMNS = ("worker", "name", "count", "total_s")
-OVERLAP_COLUMNS = ("collective_total_s", "overlap_s")  # absent from tables of parser version 1
+# Columns the parser added in version 2; tables of version 1 lack them (NaN when read: unknown).
+V2_COLUMNS = ("collective_total_s", "overlap_s", "collectives", "allreduce_max_s")
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class TraceTables:
     """One run directory's traces: every worker that parsed, and what happened to the others."""
 
     run_dir: Path
-    steps: pd.DataFrame | None  # TRACE_STEP_COLUMNS + OVERLAP_COLUMNS (NaN: unknown), or None
+    steps: pd.DataFrame | None  # TRACE_STEP_COLUMNS + V2_COLUMNS (NaN: unknown), or None
     ops: pd.DataFrame | None  # TRACE_OP_COLUMNS, or None
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)  # worker -> cross_check() + "steps"
     unreadable: dict[str, dict[str, str]] = field(default_factory=dict)  # worker -> {"file", "error"}
@@ -125,7 +128,7 @@ def _read_cache(run_dir: Path, key: dict[str, Any]) -> TraceTables | None:
     tables = stored.get("tables") or {}
     if any(_stamp(run_dir / name) != tables.get(name) for name in (TRACE_STEPS_FILE, TRACE_OPS_FILE)):
         return None  # a table was replaced or lost since the cache was written
-    steps, err = read_table(run_dir / TRACE_STEPS_FILE, TRACE_STEP_COLUMNS + OVERLAP_COLUMNS)
+    steps, err = read_table(run_dir / TRACE_STEPS_FILE, TRACE_STEP_COLUMNS + V2_COLUMNS)
     ops, err_ops = read_table(run_dir / TRACE_OPS_FILE, TRACE_OP_COLUMNS)
     if err or err_ops:
         return None
@@ -183,7 +186,7 @@ def _projected(t: TraceTables) -> TraceTables:
     """The columns a cached table is read with, so parsed and cached tables look the same."""
     if t.steps is None or t.ops is None:
         return t
-    return replace(t, steps=t.steps[list(TRACE_STEP_COLUMNS + OVERLAP_COLUMNS)].reset_index(drop=True),
+    return replace(t, steps=t.steps[list(TRACE_STEP_COLUMNS + V2_COLUMNS)].reset_index(drop=True),
                    ops=t.ops[list(TRACE_OP_COLUMNS)].reset_index(drop=True))
 
 
@@ -192,7 +195,7 @@ def _stored_tables(run_dir: Path, captured: dict[str, dict[str, Any]]) -> TraceT
     path, notes = run_dir / TRACE_STEPS_FILE, []
     steps = ops = None
     if path.is_file():
-        steps, err = read_table(path, TRACE_STEP_COLUMNS, optional=OVERLAP_COLUMNS)
+        steps, err = read_table(path, TRACE_STEP_COLUMNS, optional=V2_COLUMNS)
         if err:
             notes.append(f"{err}; trace figures skipped")
     elif captured:
@@ -238,7 +241,7 @@ def read_table(path: Path, columns: tuple[str, ...],
 def overlap_share(steps: pd.DataFrame) -> pd.Series:
     """Per worker: collective time hidden under compute / all collective time, summed over the steps
     (a ratio of sums, so long steps weigh more); NaN where unknown (an older trace) or no collective ran."""
-    if not set(OVERLAP_COLUMNS) <= set(steps.columns):
+    if not {"collective_total_s", "overlap_s"} <= set(steps.columns):
         return pd.Series(float("nan"), index=pd.Index(sorted(steps["worker"].unique()), name="worker"))
     g = steps.groupby("worker")
     total = g["collective_total_s"].sum(min_count=1)
@@ -279,3 +282,65 @@ def cross_check(trace: pd.DataFrame, callback: pd.DataFrame) -> dict[str, Any]:
         o_med = float(outside["duration_s"].median())
         out.update(outside_median_step_s=o_med, overhead_ratio=c_med / o_med if o_med > 0 else float("nan"))
     return out
+
+
+def why_no_trace(metas: list[Mapping[str, Any]], tables: list[TraceTables], trace: pd.DataFrame | None,
+                 skipped: list[str]) -> str:
+    """Why a run has no usable trace: no window at all, captures that did not survive (how many attempts
+    failed, and why), or a partial table."""
+    if trace is not None:
+        return ""
+    failed = _failed_attempts(metas, tables)
+    lost = sorted({w for w, _, _, final, _ in failed if final})
+    if lost:
+        names = ", ".join(str(w) for w in lost)
+        why = f"no usable trace of worker{'s' if len(lost) > 1 else ''} {names}"
+    elif skipped or any(w.get("status") == "captured" for m in metas for w in profile_workers(m).values()):
+        why = "trace table missing, damaged or partial"
+    else:
+        why = "no usable trace" if failed else "no trace window"
+    if not failed:
+        return why
+    # One reason per capture attempt of the run (all its workers together): a worker that finished its
+    # capture lost it because a peer crashed, so the peer's crash is the reason.
+    reasons: dict[tuple[Any, Any], str] = {}
+    def blame(f: tuple[int, str, str, bool, tuple[Any, Any]]) -> tuple[bool, bool]:  # the crashed one first
+        return "captured, but" in f[2], f"worker {f[0]} (" not in f[2]
+
+    for worker, status, error, _, key in sorted(failed, key=blame):
+        reasons.setdefault(key, f"worker {worker} {status}" + (f" ({_short(error)})" if error else ""))
+    n = len(reasons)
+    counted: dict[str, int] = {}
+    for reason in reasons.values():
+        counted[reason] = counted.get(reason, 0) + 1
+    return (f"{why}; {n} capture attempt{'s' if n > 1 else ''} failed: "
+            + "; ".join(item + (f" (x{c})" if c > 1 else "") for item, c in counted.items()))
+
+
+def _failed_attempts(metas: list[Mapping[str, Any]],
+                     tables: list[TraceTables]) -> list[tuple[int, str, str, bool, tuple[Any, Any]]]:
+    """(worker, status, error, final?, attempt key) of every capture attempt that left no trace: the
+    earlier attempts run.json lists under "attempts", then the final one when it failed or could not be
+    parsed. The key (launch attempt, window start) tells one attempt of the whole run from another."""
+    out = []
+    for m, t in zip(metas, tables):
+        for k, w in sorted(profile_workers(m).items(), key=lambda kv: int(kv[0])):
+            for a in w.get("attempts") or []:
+                if isinstance(a, dict) and a.get("status") not in _NOT_FAILED:
+                    out.append((int(k), str(a.get("status") or "failed"), str(a.get("error") or ""), False, _key(a)))
+            if k in t.unreadable:
+                out.append((int(k), "unreadable", f"{t.unreadable[k]['file']}: {t.unreadable[k]['error']}", True,
+                            _key(w)))
+            elif w.get("status") not in _NOT_FAILED:
+                out.append((int(k), str(w.get("status")), str(w.get("error") or ""), True, _key(w)))
+    return out
+
+
+def _key(entry: dict[str, Any]) -> tuple[Any, Any]:
+    return entry.get("attempt"), (entry.get("window") or {}).get("first")
+
+
+def _short(error: str) -> str:
+    """The first clause of an error (what went wrong; the rest is what happened next), at most a line."""
+    first = error.split("; ")[0].strip()
+    return first if len(first) <= _ERROR_CHARS else first[: _ERROR_CHARS - 1] + "…"

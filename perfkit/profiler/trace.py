@@ -13,11 +13,14 @@ captures into a private directory and the file is then moved to
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
 import shutil
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,9 @@ from perfkit.errors import UsageError
 log = logging.getLogger(__name__)
 
 PROFILE_DIR = Path("tensorboard") / "plugins" / "profile"
+# Fault injection for the tests of the crash recovery: a file path; the first process whose stop creates
+# it dies by SIGSEGV where TF 2.21's profiler does (docs/tf-profiler-crash.md). Never set by perfkit.
+CRASH_IN_STOP_ENV = "PERFKIT_TEST_CRASH_IN_STOP"
 _WINDOW = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 AUTO_LENGTH = 10
 
@@ -147,6 +153,8 @@ class TraceCapture:
         if self.result["status"] != "pending":
             return
         try:
+            # A worker killed in an earlier attempt's capture may have left a partial file here.
+            shutil.rmtree(self.target.private_dir, ignore_errors=True)
             self.target.private_dir.mkdir(parents=True, exist_ok=True)
             self._set(status="starting")
             self._start(str(self.target.private_dir))
@@ -198,6 +206,7 @@ class TraceCapture:
     def _fail(self, what: str, exc: BaseException | None) -> None:
         text = what if exc is None else f"{what}: {type(exc).__name__}: {exc}"
         log.warning("profiling: %s; training goes on", text)
+        shutil.rmtree(self.target.private_dir, ignore_errors=True)
         self._set(status="failed", error=text[:500])
         later = later_window(self.window, self._last_done, self._spe, self._epochs) if self._spe else None
         if self._retries > 0 and later is not None:
@@ -220,7 +229,51 @@ def _tf_start(logdir: str) -> None:
 def _tf_stop() -> None:
     from perfkit._tf import tf
 
-    tf().profiler.experimental.stop()
+    _injected_crash()
+    with freed_memory_poisoned():
+        tf().profiler.experimental.stop()
+
+
+M_PERTURB = -6  # glibc mallopt: fill freed blocks with this byte and new ones with its complement
+POISON_ENV = "PERFKIT_PROFILER_POISON"  # "0" turns the guard below off (to measure it)
+
+
+@contextlib.contextmanager
+def freed_memory_poisoned() -> Iterator[None]:
+    """While TF's profiler stops, glibc overwrites every block it frees (outside its small per-thread
+    cache). TF 2.21's ``TraceMeRecorder::Consume`` follows pointers into blocks it has just freed and
+    writes through them when what it reads there still matches (docs/tf-profiler-crash.md); poisoned
+    blocks no longer match, so most of those writes, which corrupt the heap, do not happen. The cost, a
+    memset per allocation and free, is paid only during the stop."""
+    libc = _libc() if os.environ.get(POISON_ENV, "1") != "0" else None
+    if libc is None or not libc.mallopt(M_PERTURB, 0xA5):
+        yield
+        return
+    try:
+        yield
+    finally:
+        libc.mallopt(M_PERTURB, 0)
+
+
+def _libc() -> Any:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        return libc if hasattr(libc, "mallopt") else None
+    except OSError:
+        return None
+
+
+def _injected_crash() -> None:
+    path = os.environ.get(CRASH_IN_STOP_ENV)
+    if not path:
+        return
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return
+    os.kill(os.getpid(), signal.SIGSEGV)
 
 
 def tf_capture(window: Window, target: CaptureTarget, on_change: Callable[[dict[str, Any]], None] | None = None,

@@ -7,7 +7,6 @@ the file's path, so the CLI can show it as is.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from perfkit.cluster import ClusterSpec, WorkerSpec, is_loopback

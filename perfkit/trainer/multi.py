@@ -8,8 +8,10 @@ run lands in ``<run-id>--<host>`` so parts copied from several hosts sit side by
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +123,10 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
         workers = launcher.worker_records()
         run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
                    failure=failure.details if failure else None, workers=workers)
+        for leftover in (run.path / "tensorboard").glob(".capture-*"):  # a capture its worker died in
+            shutil.rmtree(leftover, ignore_errors=True)
+        with contextlib.suppress(OSError):  # BackupAndRestore empties it when training completes
+            (run.path / "backup").rmdir()
         finish_traces(run, cfg, _captures(workers, restarts))
     raise_for(failure, run)
     return run.path
@@ -148,11 +154,10 @@ def _captures(workers: list[dict[str, Any]], restarts: list[dict[str, Any]]) -> 
 
 
 def _lost(entry: dict[str, Any], restart: dict[str, Any]) -> dict[str, Any]:
+    crash = f"TensorFlow's profiler crashed a worker: {restart['after']}"
     if entry.get("status") == "captured":
-        return {**entry, "status": "crashed", "error": f"captured, but TensorFlow's profiler crashed a peer "
-                f"in the same attempt ({restart['after']})"}
-    return {**entry, "status": "crashed", "error": f"TensorFlow's profiler crashed a worker ({restart['after']}); "
-            f"the cluster resumed from the last completed epoch"}
+        return {**entry, "status": "crashed", "error": f"captured, but lost with its attempt ({crash})"}
+    return {**entry, "status": "crashed", "error": f"{crash}; the cluster resumed from the last completed epoch"}
 
 
 def _ensure_data(cfg: RunConfig, cache_dir: Path) -> dict[str, Any]:

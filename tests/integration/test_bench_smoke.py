@@ -134,8 +134,6 @@ def test_allreduce_smoke(tmp_path: Path) -> None:
         assert positive(arms[arm]["worker0_ms"]) < 10_000
         assert arms[arm]["worker0_ms"]["n"] == 5 and arms[arm]["worker0_ms"]["p10"] <= arms[arm]["worker0_ms"]["p90"]
         assert positive(arms[arm]["max_over_workers_ms"]) >= arms[arm]["worker0_ms"]["min"]
-    # 21 more collectives in series after the gradients' cannot be faster than the gradients' alone
-    assert arms["step"]["worker0_ms"]["median"] > arms["gradients"]["worker0_ms"]["median"]
     assert r["traced"]["workers"] == ["0", "1"] and r["traced"]["steps"] == 2
     for name, arm in (("transfer", "step"), ("gradient_allreduce", "gradients")):
         c = r["comparison"][name]

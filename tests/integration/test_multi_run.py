@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pandas as pd
 import psutil
 import pytest
 
-from tests.integration._util import (meta, only_run, perfkit, require_every_trace, start, wait_for_status,
+from perfkit.profiler.trace import CRASH_IN_STOP_ENV
+from tests.integration._util import (PERFKIT, meta, only_run, perfkit, require_every_trace, start, wait_for_status,
                                      worker_processes)
 
 pytestmark = pytest.mark.integration
@@ -64,6 +66,31 @@ def _assert_multi_trace(run: Path, m: dict) -> None:  # type: ignore[type-arg]
         assert (mine["collective_total_s"] > 0).all() and (mine["compute_s"] > 0).all()
         assert (mine["collectives"] >= 1).all()
         assert tables.checks[str(i)]["within_10pct"], tables.checks[str(i)]
+
+
+def test_a_worker_killed_inside_the_profiler_is_retried_and_every_trace_is_kept(tmp_path: Path) -> None:
+    """The crash TF 2.21's profiler causes in stop() (docs/tf-profiler-crash.md), injected at the same point
+    once: the cluster resumes from the last completed epoch and traces the window again."""
+    results = tmp_path / "results"
+    env = {**os.environ, CRASH_IN_STOP_ENV: str(tmp_path / "crashed-once")}
+    proc = subprocess.run([*PERFKIT, "run", "--mode", "multi", "--workers", "2", *TINY, "--results-dir",
+                           str(results), "--quiet"], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = only_run(results)
+    m = meta(run)
+    assert (tmp_path / "crashed-once").exists(), "the injected crash never ran"
+    crashes = [r for r in m["restarts"] if r["profiler_crash"]]
+    assert len(crashes) >= 1 and "SIGSEGV" in crashes[0]["after"] and crashes[0]["profile_steps"] == "11-16"
+    for entry in m["profile"]["workers"].values():
+        assert entry["status"] == "captured" and entry["attempt"] >= 1, entry
+        assert entry["attempts"][0]["status"] == "crashed", entry
+    tables = require_every_trace(run)
+    assert sorted(tables.steps["worker"].unique()) == [0, 1]
+    for w in (0, 1):  # the cross-check reads the traced attempt's step records, not the crashed one's
+        assert tables.checks[str(w)]["matched_steps"] == 6 and tables.checks[str(w)]["within_10pct"]
+    steps = pd.read_parquet(run / "workers/0/steps.parquet")
+    assert set(steps["attempt"]) >= {0, 1}
+    _assert_no_orphans()
 
 
 def test_emulated_unequal_hosts_hold_the_small_host_to_its_budget(tmp_path: Path) -> None:

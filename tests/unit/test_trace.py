@@ -138,3 +138,47 @@ def test_a_failed_capture_is_tried_again_in_the_next_epoch(tmp_path: Path) -> No
     assert cap.result["status"] == "captured" and cap.result["window"] == {"first": 11, "last": 12}
     assert [a["status"] for a in cap.result["attempts"]] == ["failed"]
     assert prof.calls == ["start", "stop", "start", "stop"]
+
+
+class FakeLibc:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append((param, value))
+        return 1
+
+
+def test_freed_memory_is_poisoned_only_while_the_profiler_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfkit.profiler import trace
+
+    libc = FakeLibc()
+    monkeypatch.setattr(trace, "_libc", lambda: libc)
+    monkeypatch.delenv(trace.POISON_ENV, raising=False)
+    with pytest.raises(RuntimeError), trace.freed_memory_poisoned():
+        assert libc.calls == [(trace.M_PERTURB, 0xA5)]
+        raise RuntimeError("TF's stop failed")
+    assert libc.calls == [(trace.M_PERTURB, 0xA5), (trace.M_PERTURB, 0)]  # reset on every way out
+    monkeypatch.setenv(trace.POISON_ENV, "0")
+    with trace.freed_memory_poisoned():
+        pass
+    assert len(libc.calls) == 2
+
+
+def test_poisoning_really_reaches_this_process_malloc() -> None:
+    """glibc's M_PERTURB as perfkit sets it: a freed and reallocated block comes back filled."""
+    import ctypes
+
+    from perfkit.profiler import trace
+
+    libc = trace._libc()
+    if libc is None:
+        pytest.skip("no mallopt in this C library: the guard is off here")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    with trace.freed_memory_poisoned():
+        p = libc.malloc(4096)  # past the per-thread cache's sizes for a fresh block
+        first = ctypes.string_at(p, 16)
+        libc.free(p)
+    assert first == bytes([0xA5 ^ 0xFF]) * 16  # new blocks are filled with the complement
