@@ -125,7 +125,7 @@ def _overhead(run_dir: Path, workers: dict[str, Any], steps_per_epoch: int) -> f
 
 def measure(args: argparse.Namespace) -> Report:
     size = size_args(*args.players)
-    report = Report(NAME, {"runs": args.runs, "workers": args.workers, "arms": args.arms,
+    report = Report(NAME, {"repeats": 1, "runs": args.runs, "workers": args.workers, "arms": args.arms,
                            "profile_retries": args.profile_retries, "size": " ".join(size)})
     report.targets = {"complete_share_min": TARGET}
     root = runs_dir(args.results_root, NAME, args.stamp)

@@ -141,6 +141,17 @@ def test_allreduce_smoke(tmp_path: Path) -> None:
         assert c["ratio"] == pytest.approx(positive(r["traced"][f"{name}_ms"]) / c["isolated_ms"])
 
 
+def test_trace_reliability_smoke(tmp_path: Path) -> None:
+    data = smoke("trace-reliability", tmp_path, timeout=600)
+    row = data["results"]["in-process 2w"]
+    assert row["n"] == 1 and row["workers"] == "2" and data["params"]["profile_retries"] == 3
+    [run] = row["runs"]
+    # A lost trace is retried by the run (docs/tf-profiler-crash.md): it must end with every worker's.
+    assert run["status"] == "complete" and run["complete"] is True, run
+    assert run["first_attempt_complete"] == (run["crashes"] == 0)
+    assert isinstance(run["overhead"], float) and run["overhead"] > 0, run  # a figure, not a target
+
+
 def test_unknown_benchmark_is_a_one_line_usage_error() -> None:
     proc = perfkit("bench", "no-such-bench", timeout=60)
     assert proc.returncode == 2
