@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -87,7 +88,8 @@ class Board:
         cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(self.spec.logdir),
                "--host", self.spec.host, "--port", str(self.spec.port), "--load_fast", "false"]
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                      preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -126,3 +128,14 @@ class Board:
         self._log.close()
         if self._view is not None:
             shutil.rmtree(self._view, ignore_errors=True)
+
+
+def _die_with_parent() -> None:
+    """In the child, before TensorBoard starts: the kernel sends it SIGTERM when perfkit dies, however it
+    dies (even SIGKILL), so no TensorBoard is left serving the results folder."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the CLI's signal handlers still stop it on SIGTERM/SIGHUP

@@ -92,3 +92,20 @@ def test_profile_tab_lists_every_worker_and_its_steps(tmp_path: Path, select: bo
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-2000:]
     assert "stopped" in out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_no_tensorboard_outlives_perfkit_whatever_signal_ends_it(tmp_path: Path, sig: signal.Signals) -> None:
+    import psutil
+
+    results = tmp_path / "results"
+    _make_run(results, "r1")
+    proc, url = _serve("--results-dir", str(results))
+    children = psutil.Process(proc.pid).children(recursive=True)
+    assert children, "perfkit tensorboard started no TensorBoard process"
+    proc.send_signal(sig)
+    proc.communicate(timeout=60)
+    gone, alive = psutil.wait_procs(children, timeout=30)
+    assert not alive, f"left running after {sig.name}: {[p.pid for p in alive]}"
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url, timeout=5)
