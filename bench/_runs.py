@@ -68,13 +68,18 @@ def perfkit_run(label: str, args: list[str], results_dir: Path, timeout: float) 
     proc = run_measured([*PERFKIT, "run", *args, "--results-dir", str(results_dir), "--quiet"], timeout,
                         env=env_with_repo())
     t = Training(label, wall_s=proc.wall_s, peak_rss_bytes=proc.peak_rss_bytes)
-    lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
-    run_dir = Path(lines[-1]) if lines and Path(lines[-1]).is_dir() else None
+    run_dir = printed_run_dir(proc)
     t.run_dir = str(run_dir) if run_dir else None
     if not proc.ok or run_dir is None:
         t.error = proc.error() or "perfkit run printed no run directory"
         return t
     return _fill_from_run(t, run_dir)
+
+
+def printed_run_dir(proc: Proc) -> Path | None:
+    """The run directory ``perfkit run --quiet`` printed as its last line, or None."""
+    lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
+    return Path(lines[-1]) if lines and Path(lines[-1]).is_dir() else None
 
 
 def _fill_from_run(t: Training, run_dir: Path) -> Training:

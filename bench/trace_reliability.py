@@ -34,7 +34,7 @@ from typing import Any
 
 from bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, heading, make_parser,
                            markdown_table, progress, run_measured)
-from bench._runs import runs_dir
+from bench._runs import printed_run_dir, runs_dir
 from perfkit.config import RunConfig
 
 NAME = "trace-reliability"
@@ -72,8 +72,7 @@ def arm_args(arm: str, retries: int, steps_per_epoch: int) -> list[str]:
 def one_run(label: str, args: list[str], root: Path, timeout: float, env: dict[str, str]) -> dict[str, Any]:
     proc = run_measured([*PERFKIT, "run", "--mode", "multi", *args, "--results-dir", str(root), "--quiet"],
                         timeout, env=env)
-    lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
-    run_dir = Path(lines[-1]) if lines and Path(lines[-1]).is_dir() else None
+    run_dir = printed_run_dir(proc)
     out: dict[str, Any] = {"label": label, "wall_s": proc.wall_s, "run_dir": str(run_dir) if run_dir else None}
     if run_dir is None:
         return {**out, "error": proc.error() or "perfkit run printed no run directory", "complete": False}

@@ -21,6 +21,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfkit._libc import set_parent_death_signal
 from perfkit.errors import PerfkitError, UsageError
 
 log = logging.getLogger(__name__)
@@ -132,10 +133,6 @@ class Board:
 
 def _die_with_parent() -> None:
     """In the child, before TensorBoard starts: the kernel sends it SIGTERM when perfkit dies, however it
-    dies (even SIGKILL), so no TensorBoard is left serving the results folder."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # not Linux: the CLI's signal handlers still stop it on SIGTERM/SIGHUP
+    dies (even SIGKILL), so no TensorBoard is left serving the results folder. Where this is not Linux,
+    the CLI's signal handlers still stop it on SIGTERM/SIGHUP."""
+    set_parent_death_signal(signal.SIGTERM)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfkit import _libc
 from perfkit.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -234,8 +235,8 @@ def _tf_stop() -> None:
         tf().profiler.experimental.stop()
 
 
-M_PERTURB = -6  # glibc mallopt: fill freed blocks with this byte and new ones with its complement
 POISON_ENV = "PERFKIT_PROFILER_POISON"  # "0" turns the guard below off (to measure it)
+POISON_BYTE = 0xA5
 
 
 @contextlib.contextmanager
@@ -245,24 +246,13 @@ def freed_memory_poisoned() -> Iterator[None]:
     writes through them when what it reads there still matches (docs/tf-profiler-crash.md); poisoned
     blocks no longer match, so most of those writes, which corrupt the heap, do not happen. The cost, a
     memset per allocation and free, is paid only during the stop."""
-    libc = _libc() if os.environ.get(POISON_ENV, "1") != "0" else None
-    if libc is None or not libc.mallopt(M_PERTURB, 0xA5):
+    if os.environ.get(POISON_ENV, "1") == "0" or not _libc.set_malloc_perturb(POISON_BYTE):
         yield
         return
     try:
         yield
     finally:
-        libc.mallopt(M_PERTURB, 0)
-
-
-def _libc() -> Any:
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        return libc if hasattr(libc, "mallopt") else None
-    except OSError:
-        return None
+        _libc.set_malloc_perturb(0)
 
 
 def _injected_crash() -> None:

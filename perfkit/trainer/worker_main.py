@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from perfkit._libc import set_parent_death_signal
 from perfkit.cluster import ClusterSpec, cluster_from_dict
 from perfkit.config import RunConfig
 from perfkit.profiler.steps import StepLog
@@ -58,13 +59,8 @@ def die_with_launcher(launcher_pid: int | None) -> None:
     blocks inside TensorFlow without releasing the GIL."""
     if not launcher_pid:
         return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError) as exc:
-        log.warning("cannot tie this worker to its launcher's life: %s", exc)
+    if not set_parent_death_signal(signal.SIGKILL):
+        log.warning("cannot tie this worker to its launcher's life (no prctl PR_SET_PDEATHSIG here)")
     if os.getppid() != launcher_pid:  # the launcher died before prctl took effect
         log.error("launcher (pid %d) is gone; exiting", launcher_pid)
         os._exit(EXIT_ORPHANED)

@@ -78,16 +78,18 @@ def test_a_worker_killed_inside_the_profiler_is_retried_and_every_trace_is_kept(
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = only_run(results)
     m = meta(run)
+    assert m["status"] == "complete", (m.get("error"), m.get("restarts"))
     assert (tmp_path / "crashed-once").exists(), "the injected crash never ran"
     crashes = [r for r in m["restarts"] if r["profiler_crash"]]
-    assert len(crashes) >= 1 and "SIGSEGV" in crashes[0]["after"] and crashes[0]["profile_steps"] == "11-16"
+    assert len(crashes) >= 1 and "SIGSEGV" in crashes[0]["after"] and crashes[0]["profile_steps"] == "11-16", \
+        m["restarts"]
     for entry in m["profile"]["workers"].values():
         assert entry["status"] == "captured" and entry["attempt"] >= 1, entry
         assert entry["attempts"][0]["status"] == "crashed", entry
     tables = require_every_trace(run)
     assert sorted(tables.steps["worker"].unique()) == [0, 1]
     for w in (0, 1):  # the cross-check reads the traced attempt's step records, not the crashed one's
-        assert tables.checks[str(w)]["matched_steps"] == 6 and tables.checks[str(w)]["within_10pct"]
+        assert tables.checks[str(w)]["matched_steps"] == 6 and tables.checks[str(w)]["within_10pct"], tables.checks
     steps = pd.read_parquet(run / "workers/0/steps.parquet")
     assert set(steps["attempt"]) >= {0, 1}
     _assert_no_orphans()

@@ -150,15 +150,16 @@ class FakeLibc:
 
 
 def test_freed_memory_is_poisoned_only_while_the_profiler_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfkit import _libc
     from perfkit.profiler import trace
 
     libc = FakeLibc()
-    monkeypatch.setattr(trace, "_libc", lambda: libc)
+    monkeypatch.setattr(_libc, "libc", lambda: libc)
     monkeypatch.delenv(trace.POISON_ENV, raising=False)
     with pytest.raises(RuntimeError), trace.freed_memory_poisoned():
-        assert libc.calls == [(trace.M_PERTURB, 0xA5)]
+        assert libc.calls == [(_libc.M_PERTURB, 0xA5)]
         raise RuntimeError("TF's stop failed")
-    assert libc.calls == [(trace.M_PERTURB, 0xA5), (trace.M_PERTURB, 0)]  # reset on every way out
+    assert libc.calls == [(_libc.M_PERTURB, 0xA5), (_libc.M_PERTURB, 0)]  # reset on every way out
     monkeypatch.setenv(trace.POISON_ENV, "0")
     with trace.freed_memory_poisoned():
         pass
@@ -166,14 +167,15 @@ def test_freed_memory_is_poisoned_only_while_the_profiler_stops(monkeypatch: pyt
 
 
 def test_poisoning_really_reaches_this_process_malloc() -> None:
-    """glibc's M_PERTURB as perfkit sets it: a freed and reallocated block comes back filled."""
+    """glibc's M_PERTURB as perfkit sets it: a fresh block comes back filled with the complement."""
     import ctypes
 
+    from perfkit import _libc
     from perfkit.profiler import trace
 
-    libc = trace._libc()
-    if libc is None:
-        pytest.skip("no mallopt in this C library: the guard is off here")
+    libc = _libc.libc()
+    if libc is None or not hasattr(libc, "mallopt"):
+        pytest.skip("no mallopt in this C library (not glibc): the guard is off here")
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
@@ -181,4 +183,4 @@ def test_poisoning_really_reaches_this_process_malloc() -> None:
         p = libc.malloc(4096)  # past the per-thread cache's sizes for a fresh block
         first = ctypes.string_at(p, 16)
         libc.free(p)
-    assert first == bytes([0xA5 ^ 0xFF]) * 16  # new blocks are filled with the complement
+    assert first == bytes([0xA5 ^ 0xFF]) * 16

@@ -1,0 +1,34 @@
+"""The C library, for the two things Python's standard library does not expose: the parent-death signal
+(``prctl(PR_SET_PDEATHSIG)``) and glibc's ``mallopt``. Each returns False where the platform lacks it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+M_PERTURB = -6  # glibc mallopt: fill freed blocks with this byte and new ones with its complement
+
+
+def libc() -> Any:
+    """This process's C library (ctypes), or None where it cannot be loaded."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def set_parent_death_signal(sig: int) -> bool:
+    """Have the kernel send ``sig`` to this process when its parent dies, however the parent dies."""
+    c = libc()
+    try:
+        return c is not None and c.prctl(PR_SET_PDEATHSIG, int(sig)) == 0
+    except AttributeError:  # not Linux
+        return False
+
+
+def set_malloc_perturb(byte: int) -> bool:
+    """glibc's M_PERTURB (0 turns it off); False where the C library has no mallopt."""
+    c = libc()
+    return c is not None and hasattr(c, "mallopt") and bool(c.mallopt(M_PERTURB, byte))
