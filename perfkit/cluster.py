@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,25 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-_HOST_KEYS = {"name", "address", "cores", "workers", "base_port"}
+_HOST_KEYS = {"name", "address", "cores", "workers", "base_port", "link"}
+_LINK_KEYS = {"bandwidth_mbit": (0.0, None), "latency_ms": (0.0, 60_000.0), "loss_pct": (0.0, 100.0)}
 _HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Link:
+    """An emulated host's link to the others (both directions); None fields are not shaped."""
+
+    bandwidth_mbit: float | None = None
+    latency_ms: float | None = None
+    loss_pct: float | None = None
+
+    @property
+    def needs_netem(self) -> bool:
+        return bool(self.latency_ms) or bool(self.loss_pct)
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"bandwidth_mbit": self.bandwidth_mbit, "latency_ms": self.latency_ms, "loss_pct": self.loss_pct}
 
 
 @dataclass(frozen=True)
@@ -33,6 +50,7 @@ class HostSpec:
     workers: int
     base_port: int
     picked_ports: tuple[int, ...] = ()  # a local cluster's OS-picked free ports, not contiguous
+    link: Link | None = None  # emulated runs only: the shaping of this host's link
 
     @property
     def ports(self) -> tuple[int, ...]:
@@ -95,21 +113,27 @@ class ClusterSpec:
         address (0.0.0.0:port) whatever address a worker is given, so two emulated hosts cannot both use
         port 20000 here as two real hosts can; the declared ports stay in the file and in run.json."""
         ports = iter(free_ports(self.num_workers))
-        hosts = tuple(HostSpec(h.name, h.address, h.cores, h.workers, h.base_port,
-                               tuple(next(ports) for _ in range(h.workers))) for h in self.hosts)
+        hosts = tuple(replace(h, picked_ports=tuple(next(ports) for _ in range(h.workers))) for h in self.hosts)
         return ClusterSpec(hosts, self.source)
+
+    def with_addresses(self, addresses: dict[str, str]) -> ClusterSpec:
+        """The same hosts at the addresses of their emulated network (each host its own namespace)."""
+        return ClusterSpec(tuple(replace(h, address=addresses.get(h.name, h.address)) for h in self.hosts),
+                           self.source)
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source,
                 "hosts": [{"name": h.name, "address": h.address, "cores": h.cores, "workers": h.workers,
-                           "base_port": h.base_port, "picked_ports": list(h.picked_ports)} for h in self.hosts],
+                           "base_port": h.base_port, "picked_ports": list(h.picked_ports),
+                           "link": h.link.to_dict() if h.link else None} for h in self.hosts],
                 "workers": [{"index": w.index, "host": w.host, "endpoint": w.endpoint} for w in self.workers]}
 
 
 def cluster_from_dict(d: dict[str, Any]) -> ClusterSpec:
     """Inverse of ``ClusterSpec.to_dict``."""
     hosts = tuple(HostSpec(h["name"], h["address"], float(h["cores"]), int(h["workers"]), int(h["base_port"]),
-                           tuple(h.get("picked_ports", ()))) for h in d["hosts"])
+                           tuple(h.get("picked_ports", ())), Link(**h["link"]) if h.get("link") else None)
+                  for h in d["hosts"])
     return ClusterSpec(hosts, source=d.get("source"))
 
 
@@ -174,7 +198,7 @@ def _host(path: Path, i: int, h: Any) -> HostSpec:
     where = f"{path}: hosts[{i}]"
     if not isinstance(h, dict):
         raise UsageError(f"{where}: must be a table")
-    unknown, missing = set(h) - _HOST_KEYS, _HOST_KEYS - set(h) - {"base_port"}
+    unknown, missing = set(h) - _HOST_KEYS, _HOST_KEYS - set(h) - {"base_port", "link"}
     if unknown or missing:
         what = f"unknown key(s) {', '.join(sorted(unknown))}" if unknown else f"missing {', '.join(sorted(missing))}"
         raise UsageError(f"{where}: {what}; keys are {', '.join(sorted(_HOST_KEYS))}")
@@ -190,7 +214,29 @@ def _host(path: Path, i: int, h: Any) -> HostSpec:
         raise UsageError(f"{where}.workers: {workers!r} must be an integer >= 1")
     if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535 - workers:
         raise UsageError(f"{where}.base_port: {port!r} must be an integer in 1024..{65535 - workers}")
-    return HostSpec(name, address, float(cores), workers, port)
+    return HostSpec(name, address, float(cores), workers, port, link=_link(where, h.get("link")))
+
+
+def _link(where: str, raw: Any) -> Link | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}.link: must be a table such as {{ bandwidth_mbit = 1000 }}")
+    unknown = set(raw) - set(_LINK_KEYS)
+    if unknown:
+        raise UsageError(f"{where}.link: unknown key(s) {', '.join(sorted(unknown))}; keys are "
+                         f"{', '.join(_LINK_KEYS)}")
+    values: dict[str, float] = {}
+    for key, (low, high) in _LINK_KEYS.items():
+        v = raw.get(key)
+        if v is None:
+            continue
+        bad = isinstance(v, bool) or not isinstance(v, (int, float)) or v < low or (high is not None and v > high)
+        if bad or (key == "bandwidth_mbit" and v <= 0):
+            limits = "> 0" if high is None else f"in {low:g}..{high:g}"
+            raise UsageError(f"{where}.link.{key}: {v!r} must be a number {limits}")
+        values[key] = float(v)
+    return Link(**values)
 
 
 def _is_ip(address: str) -> bool:

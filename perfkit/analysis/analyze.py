@@ -89,7 +89,8 @@ RUN_COLUMNS = [
     "rss_peak_max_bytes", "val_loss", "val_accuracy", "val_auc", "split_source", "split_note", "steps_compared",
     "straggler_cost", "flagged_workers", "slowest_worker", "slowest_host", "slowest_straggler_share",
     "slowest_speed_score", "others_wait_share", "equal_step_ratio", "equal_epoch_s", "placement_hosts",
-    "placement_now", "placement_proposed", "compute_now_s", "compute_proposed_s",
+    "placement_now", "placement_proposed", "compute_now_s", "compute_proposed_s", "largest_term", "transfer_share",
+    "links",
 ]
 RELATIVE_COLUMNS = ["speedup", "speedup_fit", "efficiency", "efficiency_fit", "cpu_cost_vs_baseline",
                     "val_accuracy_gap", "val_auc_gap", "val_loss_gap", "equal_speedup"]
@@ -172,7 +173,33 @@ def _straggler_row(strag: StragglerFigures | None, meta: dict[str, Any], steady_
         "placement_now": ":".join(place["workers_now"].astype(str)) if not place.empty else None,
         "placement_proposed": ":".join(place["workers_proposed"].astype(str)) if not place.empty else None,
         "compute_now_s": strag.compute_now_s, "compute_proposed_s": strag.compute_proposed_s,
+        **_terms(strag.workers), "links": describe_links(meta),
     }
+
+
+_TERMS = {"compute": "compute_s", "transfer": "transfer_s", "wait": "wait_s", "input": "input_s"}
+
+
+def _terms(workers: pd.DataFrame) -> dict[str, Any]:
+    """Which term of the workers' mean step is the largest, and transfer's share of the step."""
+    means = {name: float(workers[col].mean()) for name, col in _TERMS.items() if col in workers}
+    means = {k: v for k, v in means.items() if not math.isnan(v)}
+    step = float(workers["step_s"].mean()) if "step_s" in workers else math.nan
+    return {"largest_term": max(means, key=means.__getitem__) if means else None,
+            "transfer_share": means.get("transfer", math.nan) / step if step and step > 0 else math.nan}
+
+
+def describe_links(meta: dict[str, Any]) -> str | None:
+    """The shaped links as the run recorded them ("tensor101 100 Mbit/s, tensor102 100 Mbit/s + 5 ms")."""
+    links = (meta.get("network") or {}).get("links") or {}
+    out = []
+    for host, link in links.items():
+        req = link.get("requested") or {}
+        parts = [f"{req['bandwidth_mbit']:g} Mbit/s" if req.get("bandwidth_mbit") else "unlimited",
+                 f"{req['latency_ms']:g} ms" if req.get("latency_ms") else "",
+                 f"{req['loss_pct']:g}% loss" if req.get("loss_pct") else ""]
+        out.append(f"{host} " + " + ".join(p for p in parts if p))
+    return ", ".join(out) or None
 
 
 def _worker_rows(run: LoadedRun, per_worker_cpu: pd.DataFrame, cpu: cpu_fig.CpuSamples,

@@ -22,8 +22,8 @@ from perfkit.results import RunRecord
 
 PROCESS_COLUMNS = ["worker", "host", "pid", "role", "samples", "cpu_mean", "cpu_p95", "budget_share_mean", "cpu_s",
                    "rss_peak_bytes", "threads_max"]
-HOST_COLUMNS = ["host", "workers", "budget_cores", "cpu_mean", "cpu_p95", "budget_share_mean",
-                "budget_share_p95"]
+HOST_COLUMNS = ["host", "workers", "budget_cores", "budget_requested_cores", "budget_enforced", "cpu_mean",
+                "cpu_p95", "budget_share_mean", "budget_share_p95"]
 
 
 @dataclass(frozen=True)
@@ -86,12 +86,26 @@ def process_table(samples: CpuSamples, meta: dict[str, Any]) -> pd.DataFrame:
 
 
 def host_budgets(meta: dict[str, Any]) -> dict[str, float]:
-    """Cores each host may use: the enforced/emulated budget when there is one, else the host's cores."""
+    """Cores each host may use: what its workers were given as read back after they started (quota capped
+    by affinity), else the requested emulated budget, else the host's declared cores."""
+    cluster = meta.get("cluster") or {}
+    budgets = requested_budgets(meta)
+    applied = ((cluster.get("cpu_budget") or {}).get("applied") or {}).get("host_budgets_cores") or {}
+    budgets.update({str(k): float(v) for k, v in applied.items() if v})
+    return budgets
+
+
+def requested_budgets(meta: dict[str, Any]) -> dict[str, float]:
     cluster = meta.get("cluster") or {}
     budgets = {str(h.get("name")): float(h["cores"]) for h in cluster.get("hosts") or [] if h.get("cores")}
-    enforced = (cluster.get("cpu_budget") or {}).get("host_budgets_cores") or {}
-    budgets.update({str(k): float(v) for k, v in enforced.items() if v})
+    emulated = (cluster.get("cpu_budget") or {}).get("host_budgets_cores") or {}
+    budgets.update({str(k): float(v) for k, v in emulated.items() if v})
     return budgets
+
+
+def budgets_enforced(meta: dict[str, Any]) -> bool:
+    """False when the run was made with --allow-unenforced and its budgets could not be enforced."""
+    return bool(((meta.get("cluster") or {}).get("cpu_budget") or {}).get("enforced", True))
 
 
 def worker_hosts(meta: dict[str, Any]) -> dict[int, str]:
@@ -119,8 +133,10 @@ def host_table(samples: CpuSamples, meta: dict[str, Any]) -> pd.DataFrame:
         rows.append({"host": host, "workers": int(df["worker"].nunique()), "cpu_mean": float(per_tick.mean()),
                      "cpu_p95": float(per_tick.quantile(0.95))})
     out = pd.DataFrame(rows)
-    budgets = host_budgets(meta)
+    budgets, requested = host_budgets(meta), requested_budgets(meta)
     out["budget_cores"] = [budgets.get(str(h), math.nan) for h in out["host"]]
+    out["budget_requested_cores"] = [requested.get(str(h), math.nan) for h in out["host"]]
+    out["budget_enforced"] = budgets_enforced(meta)
     out["budget_share_mean"] = out["cpu_mean"] / (out["budget_cores"] * 100)
     out["budget_share_p95"] = out["cpu_p95"] / (out["budget_cores"] * 100)
     return out[HOST_COLUMNS]

@@ -58,7 +58,11 @@ KEYS: dict[str, dict[str, str]] = {
         "measured", "placement_hosts": "hosts, ':'-separated",
         "placement_now": "workers per host now, ':'-separated", "placement_proposed": "workers per host by measured "
         "speed", "compute_now_s": "slowest worker's compute per step, placement model, now",
-        "compute_proposed_s": "the same with the proposed placement", "speedup": "baseline steady_epoch_s / "
+        "compute_proposed_s": "the same with the proposed placement",
+        "largest_term": "the largest of compute, transfer, wait and input in the workers' mean step",
+        "transfer_share": "mean transfer per step / mean step time, over the workers",
+        "links": "the emulated hosts' shaped links as applied (host rate/delay/loss, ', '-separated); null: "
+        "none shaped", "speedup": "baseline steady_epoch_s / "
         "steady_epoch_s", "speedup_fit": "baseline fit_s / fit_s", "efficiency": "speedup / workers",
         "efficiency_fit": "speedup_fit / workers", "cpu_cost_vs_baseline": "cpu_s_per_1k_samples / the baseline's",
         "val_accuracy_gap": "val_accuracy - the baseline's", "val_auc_gap": "val_auc - the baseline's",
@@ -104,8 +108,11 @@ KEYS: dict[str, dict[str, str]] = {
         "rss_peak_bytes": "peak RSS", "threads_max": "most threads",
     },
     "hosts": {
-        "run_id": "run id", "host": "host", "workers": "workers on it", "budget_cores": "cores it may use "
-        "(enforced/emulated budget, else its cores)", "cpu_mean": "its workers' CPU% summed, mean",
+        "run_id": "run id", "host": "host", "workers": "workers on it", "budget_cores": "cores it was given, "
+        "read back from its workers (cgroup quota capped by affinity), else its requested budget or cores",
+        "budget_requested_cores": "the emulated budget asked for (scaled to this machine), else its cores",
+        "budget_enforced": "false when the run was made with --allow-unenforced and no mechanism could hold "
+        "the hosts to their budgets: every budget_* figure is then only what was asked", "cpu_mean": "its workers' CPU% summed, mean",
         "cpu_p95": "the same, 95th percentile", "budget_share_mean": "cpu_mean / (budget_cores * 100)",
         "budget_share_p95": "cpu_p95 / (budget_cores * 100)",
     },

@@ -82,6 +82,7 @@ def run_lines(row: Any, base: Any, a: Analysis) -> list[str]:
     lines = [_speed_line(row, base)]
     if present(row.split_source) and row.workers > 1:  # one worker: nobody to wait for
         lines += _straggler_lines(row, a, est)
+        lines += _network_lines(row, est)
         lines += _what_if_lines(row, base, a, est)
     elif row.workers > 1:
         lines.append(f"Stragglers and the what-if are not computed ({row.split_note}).")
@@ -143,6 +144,17 @@ def _straggler_lines(row: Any, a: Analysis, est: str) -> list[str]:
                        f"{low.speed_score:.3f}, worker {int(low.worker)}). {who}{others}.", est) + cost]
 
 
+def _network_lines(row: Any, est: str) -> list[str]:
+    """When moving gradients costs more than any other part of a step, the network is what to fix."""
+    if getattr(row, "largest_term", None) != "transfer" or not ok(row.transfer_share):
+        return []
+    links = f" (links: {row.links})" if present(getattr(row, "links", None)) else ""
+    return [_estimated(f"The network between the workers sets the pace: the gradient all-reduce (transfer) is the "
+                       f"largest term of a step, {row.transfer_share:.0%} of the workers' mean step time{links}. "
+                       f"A faster link, fewer synchronisations (a larger batch per step) or smaller gradients "
+                       f"would help more than faster workers.", est)]
+
+
 def _what_if_lines(row: Any, base: Any, a: Analysis, est: str) -> list[str]:
     lines = []
     if ok(row.equal_epoch_s):
@@ -180,7 +192,25 @@ def _cpu_lines(row: Any, base: Any, a: Analysis) -> list[str]:
     h = a.hosts[(a.hosts["run_id"] == row.run_id)] if not a.hosts.empty else a.hosts
     h = h[h["budget_share_mean"].notna()] if not h.empty else h
     if not h.empty:
-        lines.append("Host CPU against its budget (mean): " + ", ".join(
+        lines.append(_budget_mark(h) + "Host CPU against its budget (mean): " + ", ".join(
             f"{r.host} {r.cpu_mean:.0f}% of {r.budget_cores * 100:.0f}% ({r.budget_share_mean:.0%})"
-            for r in h.itertuples(index=False)) + ".")
+            for r in h.itertuples(index=False)) + "." + _budget_differs(h))
     return lines
+
+
+def _budget_mark(h: pd.DataFrame) -> str:
+    if "budget_enforced" in h and not h["budget_enforced"].astype(bool).all():
+        return "Budgets NOT enforced (--allow-unenforced; each figure against a budget is only what was asked): "
+    return ""
+
+
+def _budget_differs(h: pd.DataFrame) -> str:
+    """The applied budget (read back from the workers) where it is not the one asked for."""
+    if "budget_requested_cores" not in h:
+        return ""
+    off = [r for r in h.itertuples(index=False) if ok(r.budget_requested_cores) and ok(r.budget_cores)
+           and abs(r.budget_cores - r.budget_requested_cores) > 0.1 * r.budget_requested_cores]
+    if not off:
+        return ""
+    return " Applied budgets differ from the request: " + ", ".join(
+        f"{r.host} {num(r.budget_cores)} cores given vs {num(r.budget_requested_cores)} asked" for r in off) + "."

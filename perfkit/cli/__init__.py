@@ -28,8 +28,27 @@ def _register() -> None:
     from perfkit.cli import bench  # noqa: F401
 
 
+def _interrupt_on_term_and_hangup() -> None:
+    """SIGTERM (a process manager, `kill`) and SIGHUP (a closed terminal) stop any command the way Ctrl-C
+    does, so its cleanup runs: workers and TensorBoard stopped, namespaces and cgroups removed, the run
+    marked interrupted. Only the first one interrupts; a second cannot cut that cleanup short."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    try:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, interrupt)
+    except ValueError:  # not the main thread (main() called by a library user's thread): leave them be
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     _register()
+    _interrupt_on_term_and_hangup()
     try:
         result = app(args=argv, prog_name="perfkit", standalone_mode=False)
     except PerfkitError as exc:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -17,6 +19,14 @@ from perfkit.analysis.summary import RunSummary
 from perfkit.errors import ResultsError
 from perfkit.analysis.traces import load_traces, overlap_share
 from perfkit.results import load_meta
+from perfkit.trainer.events import NullObserver
+
+
+class WarningsOnly(NullObserver):
+    """``--quiet``: no progress, but what the user must know (an exposed server, unenforced budgets)."""
+
+    def warning(self, text: str) -> None:
+        print(f"perfkit: warning: {text}", file=sys.stderr)
 
 
 class ProgressObserver:
@@ -40,6 +50,9 @@ class ProgressObserver:
 
     def phase(self, text: str) -> None:
         self.console.print(f"[dim]- {text}[/dim]")
+
+    def warning(self, text: str) -> None:
+        self.console.print(f"[yellow]warning: {escape(text)}[/yellow]")
 
     def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:
         self._cpu, self._steps = cpu, steps_per_epoch

@@ -3,6 +3,7 @@ run on the same data, then their analysis with the verdict."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -29,6 +30,9 @@ def compare_command(
     profile_retries: Annotated[int, typer.Option(help="Try a lost profiler capture again this many times.")] = 3,
     html: Annotated[Optional[Path], typer.Option(help="HTML report path (default: <results-dir>/analysis/"
                                                  "<UTC time>/report.html).", show_default=False)] = None,
+    allow_unenforced: Annotated[bool, typer.Option("--allow-unenforced", help="Run emulated hosts even where "
+                                                   "their CPU budgets cannot be enforced (budget figures are "
+                                                   "then marked).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No training progress; still the verdict.")] = False,
 ) -> None:
     """Run single, then multi, on the same data, and say how much faster multi was and why not more."""
@@ -46,9 +50,13 @@ def compare_command(
     multi = RunConfig.from_preset(Mode.multi, preset, epochs=epochs, label=label, **profiling)
     opts = multi_options(workers if cluster is None and workers is not None else (None if cluster else 2),
                          cluster, None, None, False, pin, connect_timeout, 0)
+    opts = replace(opts, allow_unenforced=allow_unenforced)
     if multi.batch_size % opts.cluster.num_workers:
         raise UsageError(f"--workers: the global batch {multi.batch_size} does not divide among "
                          f"{opts.cluster.num_workers} workers")
+    from perfkit.trainer.hostenv import preflight
+
+    preflight(opts)  # budgets that cannot be enforced, a link that cannot be shaped: said now, not after the baseline
     typer.echo(f"1/3 single-machine baseline ({preset} preset)")
     base = train_once(single, None, results_dir, None, quiet)
     typer.echo(f"2/3 multi-worker run: {opts.cluster.num_workers} workers on {len(opts.cluster.hosts)} host(s)")

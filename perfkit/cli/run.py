@@ -54,6 +54,9 @@ def run_command(
     no_profile: Annotated[bool, typer.Option("--no-profile", help="No profiler trace window.")] = False,
     profile_retries: Annotated[int, typer.Option(help="Try a lost capture again this many times (multi: a "
                                                  "cluster restart each, from the last completed epoch).")] = 3,
+    allow_unenforced: Annotated[bool, typer.Option("--allow-unenforced", help="multi: run emulated hosts even "
+                                                   "where their CPU budgets cannot be enforced (figures that "
+                                                   "use budgets are then marked).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary; print only the run directory.")] = False,
 ) -> None:
     """Train the bot-player LSTM once and record steps, epochs and CPU% under RESULTS_DIR/<run-id>."""
@@ -68,9 +71,10 @@ def run_command(
         opts = multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts)
         if stall_timeout <= 0:
             raise UsageError("--stall-timeout: must be > 0 seconds")
-        opts = replace(opts, stall_timeout=stall_timeout)
+        opts = replace(opts, stall_timeout=stall_timeout, allow_unenforced=allow_unenforced)
     else:
-        _no_multi_flags(workers=workers, cluster=cluster, host=host, task_index=task_index)
+        _no_multi_flags(workers=workers, cluster=cluster, host=host, task_index=task_index,
+                        allow_unenforced=allow_unenforced or None)
     path = train_once(cfg, opts, results_dir, run_id, quiet)
     if quiet:
         typer.echo(str(path))  # scripts get the run directory and nothing else
@@ -124,16 +128,13 @@ def multi_options(workers: int | None, cluster: Path | None, host: str | None, t
     spec = load_cluster(cluster)
     local, part = select_local(spec, host, task_index)
     emulated = emulate or (part is None and spec.is_local())
-    if emulated:
-        spec = spec.with_free_ports()
     return MultiOptions(spec, local, part, emulated, pin, connect_timeout, max_restarts)
 
 
 def _observer(console: Console, quiet: bool):  # type: ignore[no-untyped-def]
-    from perfkit.cli._render import ProgressObserver
-    from perfkit.trainer.events import NullObserver
+    from perfkit.cli._render import ProgressObserver, WarningsOnly
 
-    return NullObserver() if quiet else ProgressObserver(console)
+    return WarningsOnly() if quiet else ProgressObserver(console)
 
 
 def _print_summary(console: Console, path: Path) -> None:

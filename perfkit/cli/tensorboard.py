@@ -34,7 +34,6 @@ def tensorboard_command(
     view = build_view(resolve_runs(runs, results_dir)) if runs else None
     spec = BoardSpec(logdir=view or results_dir.resolve(), host=host, port=chosen)
     board = Board(spec, view)
-    _stop_on_hangup_and_term()
     try:
         board.start()
         typer.echo(f"TensorBoard on {spec.url} (logdir {spec.logdir}); Profile tab: {spec.url}#profile")
@@ -45,13 +44,3 @@ def tensorboard_command(
     finally:
         board.stop()
 
-
-def _stop_on_hangup_and_term() -> None:
-    """SIGTERM (a process manager) and SIGHUP (a closed terminal) stop TensorBoard the way Ctrl-C does."""
-    import signal
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, interrupt)

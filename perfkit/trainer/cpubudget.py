@@ -1,28 +1,22 @@
-"""CPU budgets for workers on this machine: pinning and thread caps, and emulated hosts' CPU quotas.
+"""CPU budgets for workers on this machine: where each worker runs, and what it was actually given.
 
 Emulating the article's 16-core + 4-core hosts on one small machine needs each host's workers held to
-that host's share of the CPU by the OS itself: a cgroup CPU quota (v2 ``cpu.max`` or v1
-``cpu.cfs_quota_us``) where this process may create cgroups, otherwise CPU affinity plus TF thread caps.
-Groups live under ``perfkit/`` in the cpu hierarchy and are removed afterwards; empty ones left by a
-crashed launcher are removed at the next start.
+that host's share of the CPU by the OS itself: a cgroup CPU quota (``perfkit.trainer.cgroups``) where one
+can be made, otherwise CPU affinity rounded to whole cores plus TF thread caps. Which one is decided before
+any worker is placed; after the workers start, what each process really got is read back
+(``applied``) and that, not the request, is what run.json and the analysis use.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from perfkit.cluster import ClusterSpec
 
-log = logging.getLogger(__name__)
-
-PERIOD_US = 100_000
-V2_ROOT = Path("/sys/fs/cgroup")
-V1_ROOT = Path("/sys/fs/cgroup/cpu")
+MATCH_TOLERANCE = 0.10  # an applied budget within 10% of the request counts as the request
 
 
 @dataclass(frozen=True)
@@ -78,80 +72,46 @@ def _host_cores(cluster: ClusterSpec, host: str, budgets: dict[str, float], core
     return cores
 
 
-@dataclass
-class CpuQuota:
-    """Per-host cgroups with a CPU quota; ``mechanism`` says which one was used (or none)."""
-
-    run_id: str
-    mechanism: str = "none"
-    groups: dict[str, Path] = field(default_factory=dict)
-    limits: dict[str, float] = field(default_factory=dict)
-
-    @classmethod
-    def detect(cls, run_id: str) -> CpuQuota:
-        quota = cls(run_id)
-        if (V2_ROOT / "cgroup.controllers").is_file() and "cpu" in _read(V2_ROOT / "cgroup.subtree_control"):
-            quota.mechanism = "cgroup-v2"
-        elif (V1_ROOT / "cpu.cfs_quota_us").is_file() and os.access(V1_ROOT, os.W_OK):
-            quota.mechanism = "cgroup-v1"
-        if quota.mechanism != "none":
-            quota._remove_stale()
-        return quota
-
-    @property
-    def enabled(self) -> bool:
-        return self.mechanism != "none"
-
-    def _base(self) -> Path:
-        return (V2_ROOT if self.mechanism == "cgroup-v2" else V1_ROOT) / "perfkit"
-
-    def create(self, host: str, cores: float) -> None:
-        group = self._base() / f"{self.run_id}-{host}"
-        try:
-            group.mkdir(parents=True, exist_ok=True)
-            quota = max(1000, int(cores * PERIOD_US))
-            if self.mechanism == "cgroup-v2":
-                (group / "cpu.max").write_text(f"{quota} {PERIOD_US}\n")
-            else:
-                (group / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
-                (group / "cpu.cfs_quota_us").write_text(f"{quota}\n")
-        except OSError as exc:
-            log.warning("cgroup for %s not usable (%s); falling back to affinity and thread caps", host, exc)
-            self.mechanism = "none"
-            return
-        self.groups[host], self.limits[host] = group, quota / PERIOD_US
-
-    def add(self, host: str, pid: int) -> None:
-        group = self.groups.get(host)
-        if group is not None:
-            (group / "cgroup.procs").write_text(f"{pid}\n")
-
-    def cleanup(self) -> None:
-        for group in self.groups.values():
-            _rmdir(group)
-        self.groups.clear()
-
-    def _remove_stale(self) -> None:
-        base = self._base()
-        if base.is_dir():
-            for group in base.iterdir():
-                if group.is_dir() and not _read(group / "cgroup.procs").strip():
-                    _rmdir(group)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"mechanism": self.mechanism, "quota_cores": dict(self.limits),
-                "groups": {h: str(g) for h, g in self.groups.items()}}
+def unenforceable(cluster: ClusterSpec, budgets: dict[str, float]) -> str | None:
+    """Why whole-core affinity (the fallback without a quota) cannot give the hosts their budgets, or
+    None when it can: every budget a whole number of cores (within 10%), no core shared by two hosts."""
+    cores = available_cores()
+    given = {h.name: _host_cores(cluster, h.name, budgets, cores) for h in cluster.hosts}
+    seen: set[int] = set()
+    shared = False
+    for mine in given.values():
+        shared = shared or bool(seen & set(mine))
+        seen |= set(mine)
+    off = any(abs(len(given[h]) - b) > MATCH_TOLERANCE * b for h, b in budgets.items())
+    if not (shared or off):
+        return None
+    got = ", ".join(f"{h} {len(c)} core{'s' if len(c) != 1 else ''}" for h, c in given.items())
+    want = ", ".join(f"{b:.2g}" for b in budgets.values())
+    return (f"whole-core affinity on {len(cores)} cores would give {got}{' (shared)' if shared else ''} "
+            f"for budgets of {want}")
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
-
-
-def _rmdir(path: Path) -> None:
-    try:
-        path.rmdir()
-    except OSError as exc:
-        log.warning("could not remove cgroup %s: %s", path, exc)
+def applied(placements: list[Placement], reads: dict[int, dict[str, Any]], budgets: dict[str, float],
+            enforced: bool = True) -> dict[str, Any]:
+    """What the workers really got (read back after they started), per worker and per host. A host's
+    applied budget is its group's quota, capped by the cores its workers may run on (their affinity)."""
+    hosts: dict[str, dict[str, Any]] = {}
+    for p in placements:
+        got = reads.get(p.index) or {}
+        h = hosts.setdefault(p.host, {"quotas": set(), "cores": set(), "read": True})
+        h["read"] = h["read"] and bool(got.get("alive"))
+        if got.get("quota_cores") is not None:
+            h["quotas"].add(float(got["quota_cores"]))
+        h["cores"] |= set(got.get("affinity") or [])
+    applied_cores: dict[str, float | None] = {}
+    for name, h in hosts.items():
+        if not h["read"] or not h["cores"]:
+            applied_cores[name] = None
+            continue
+        quota = min(h["quotas"]) if h["quotas"] else math.inf
+        applied_cores[name] = round(min(quota, float(len(h["cores"]))), 4)
+    differs = sorted(n for n, c in applied_cores.items() if n in budgets and
+                     (c is None or abs(c - budgets[n]) > MATCH_TOLERANCE * budgets[n]))
+    return {"workers": [{"worker": p.index, "host": p.host, **(reads.get(p.index) or {})} for p in placements],
+            "host_budgets_cores": applied_cores, "differs_from_request": differs,
+            "enforced": enforced}

@@ -9,6 +9,8 @@ from typing import Any, Protocol
 class Observer(Protocol):
     def phase(self, text: str) -> None: ...
 
+    def warning(self, text: str) -> None: ...
+
     def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None: ...
 
     def step(self, epoch: int, step: int, logs: Mapping[str, Any]) -> None: ...
@@ -22,6 +24,9 @@ class NullObserver:
     """Watches nothing: for ``--quiet`` and for library use."""
 
     def phase(self, text: str) -> None:
+        pass
+
+    def warning(self, text: str) -> None:
         pass
 
     def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:

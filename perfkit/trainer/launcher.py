@@ -20,14 +20,17 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfkit.cluster import ClusterSpec, WorkerSpec, is_loopback
 from perfkit.errors import RunFailed, RunInterrupted
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.results import RunDir, write_json
-from perfkit.trainer.cpubudget import CpuQuota, Placement
+from perfkit.trainer.cpubudget import Placement
 from perfkit.trainer.events import Observer
+
+if TYPE_CHECKING:
+    from perfkit.trainer.hostenv import HostEnv
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +57,9 @@ class Failure:
 
 
 class Launcher:
-    def __init__(self, run: RunDir, cluster: ClusterSpec, placements: list[Placement], quota: CpuQuota,
+    def __init__(self, run: RunDir, cluster: ClusterSpec, placements: list[Placement], env: HostEnv | None,
                  sampler: Sampler, observer: Observer, connect_timeout: float, stall_timeout: float = 600.0) -> None:
-        self.run, self.cluster, self.quota = run, cluster, quota
+        self.run, self.cluster, self.env = run, cluster, env
         self.sampler, self.observer, self.connect_timeout = sampler, observer, connect_timeout
         self.stall_timeout = stall_timeout
         self._last_seen: dict[int, Any] = {}
@@ -71,15 +74,14 @@ class Launcher:
         for w in self.workers:
             wdir = self.run.worker_dir(w.index)
             (wdir / "status.json").unlink(missing_ok=True)
+            prefix = self.env.wrap(w.index) if self.env else []  # its host's network namespace
             with open(wdir / "worker.log", "ab") as out:
                 w.proc = subprocess.Popen(
-                    [sys.executable, "-m", "perfkit.trainer.worker_main", str(self.run.path), str(w.index)],
+                    [*prefix, sys.executable, "-m", "perfkit.trainer.worker_main", str(self.run.path), str(w.index)],
                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                     env=_worker_env())
-            try:
-                self.quota.add(w.placement.host, w.proc.pid)
-            except OSError as exc:
-                log.warning("could not put worker %d into its cgroup: %s", w.index, exc)
+            if self.env:
+                self.env.started(w.index, w.proc.pid)
             self.sampler.watch(Target(w.proc.pid, w.index, "worker", w.placement.host))
             w.status = {}
 
@@ -172,6 +174,8 @@ class Launcher:
             state = str(w.status.get("state"))
             if self._shown.get(w.index) != state:
                 self._shown[w.index] = state
+                if state == "training" and self.env and w.proc is not None and w.proc.poll() is None:
+                    self.env.read_back(w.index, w.proc.pid)  # after the worker applied its own limits
                 self.observer.phase(f"worker {self._name(w)}: {state}")
         self._report_progress()
 

@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfkit.cluster import ClusterSpec, check_ports_free
+from perfkit.cluster import ClusterSpec
 from perfkit.config import RunConfig, sanitize_id
 from perfkit.errors import UsageError
 from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.profiler.traces import finish_traces
 from perfkit.results import RunDir, new_run_id
-from perfkit.trainer import cpubudget
 from perfkit.trainer.events import NullObserver, Observer
+from perfkit.trainer.hostenv import HostEnv
 from perfkit.trainer.launcher import Failure, Launcher, raise_for, supervise, write_launch_file
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ class MultiOptions:
     connect_timeout: float = 120.0
     max_restarts: int = 0
     stall_timeout: float = 600.0
+    allow_unenforced: bool = False
 
 
 def select_local(cluster: ClusterSpec, host: str | None, task_index: int | None) -> tuple[tuple[int, ...], str | None]:
@@ -61,31 +62,38 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
     n = opts.cluster.num_workers
     if cfg.batch_size % n:
         raise UsageError(f"--batch-size: the global batch {cfg.batch_size} does not divide among {n} workers")
-    local_specs = tuple(opts.cluster.workers[i] for i in opts.local_workers)
-    check_ports_free(local_specs)
     results_dir = Path(results_dir)
     rid = sanitize_id(run_id) if run_id else new_run_id(cfg.mode.value, cfg.label)
     dir_name = f"{rid}--{sanitize_id(opts.part)}" if opts.part else rid
     RunDir.path_for(results_dir, dir_name)
     observer.phase("preparing data")
     data_info = _ensure_data(cfg, results_dir / "datasets")
-    quota = cpubudget.CpuQuota.detect(dir_name) if opts.emulate else cpubudget.CpuQuota(dir_name)
-    placements, budgets = cpubudget.plan(opts.cluster, list(opts.local_workers), opts.pin, opts.emulate,
-                                         quota.enabled)
-    run = RunDir.create(results_dir, dir_name, _meta(cfg, opts, rid, data_info))
+    env = HostEnv.setup(opts.cluster, opts.local_workers, opts.part, opts.emulate, opts.pin, opts.allow_unenforced,
+                        dir_name)
     try:
-        for host in sorted({p.host for p in placements}) if quota.enabled else ():
-            quota.create(host, budgets[host])
-        run.update(cluster={**run.meta["cluster"], "cpu_budget": _budget_meta(opts, quota, budgets, placements)})
-        return _launch(cfg, opts, run, placements, quota, observer, results_dir)
+        _warn(env, observer)
+        run = RunDir.create(results_dir, dir_name, _meta(cfg, opts, env, rid, data_info))
+        # Temporary folders that outlive no exit path (the janitor removes them even after a SIGKILL).
+        env.janitor.register("glob", run.path / "tensorboard" / ".capture-*")
+        env.janitor.register("dir", run.path / "backup")
+        return _launch(cfg, opts, run, env, observer, results_dir)
     finally:
-        quota.cleanup()
+        for line in env.close():
+            observer.warning(f"could not remove {line}")
 
 
-def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cpubudget.Placement],
-            quota: cpubudget.CpuQuota, observer: Observer, results_dir: Path) -> Path:
+def _warn(env: HostEnv, observer: Observer) -> None:
+    if env.sandbox.mechanism == "none":
+        observer.warning(f"TensorFlow's worker servers listen on every interface of this machine: no private "
+                         f"network for them ({env.sandbox.reason})")
+    if env.unenforced:
+        observer.warning(f"CPU budgets not enforced (--allow-unenforced): {env.unenforced}")
+
+
+def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, env: HostEnv, observer: Observer,
+            results_dir: Path) -> Path:
     sampler = Sampler(cfg.sample_interval, [Target(os.getpid(), -1, "launcher", hostname())])
-    launcher = Launcher(run, opts.cluster, placements, quota, sampler, observer, opts.connect_timeout,
+    launcher = Launcher(run, env.cluster, env.placements, env, sampler, observer, opts.connect_timeout,
                         opts.stall_timeout)
 
     def write_launch(attempt: int, profile_spec: str | None = None) -> None:
@@ -93,11 +101,12 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
         # A backup also lets a cluster resume after TF's profiler crashed a worker (see supervise).
         backup = opts.max_restarts > 0 or cfg.profile_steps != "off"
         write_launch_file(run, {
-            "run_id": run.meta["run_id"], "config": config, "cluster": opts.cluster.to_dict(),
+            "run_id": run.meta["run_id"], "config": config, "cluster": env.cluster.to_dict(),
             "cache_dir": str(results_dir / "datasets"), "connect_timeout": opts.connect_timeout,
             "launcher_pid": os.getpid(), "attempt": attempt,
             "backup_dir": str(run.path / "backup") if backup else None,
-            "workers": {str(p.index): {"host": p.host, "threads": p.threads, "cores": p.cores} for p in placements},
+            "workers": {str(p.index): {"host": p.host, "threads": p.threads, "cores": p.cores}
+                        for p in env.placements},
         })
 
     sampler.start()
@@ -116,20 +125,27 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, placements: list[cp
     finally:
         launcher.stop()
         observer.training_finished()
-        sampled = sampler.stop()
-        run.write_frame("cpu.parquet", sampled.cpu)
-        run.write_frame("system.parquet", sampled.system)
-        status = "complete" if failure is None else failure.status
-        workers = launcher.worker_records()
-        run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
-                   failure=failure.details if failure else None, workers=workers)
-        for leftover in (run.path / "tensorboard").glob(".capture-*"):  # a capture its worker died in
-            shutil.rmtree(leftover, ignore_errors=True)
-        with contextlib.suppress(OSError):  # BackupAndRestore empties it when training completes
-            (run.path / "backup").rmdir()
-        finish_traces(run, cfg, _captures(workers, restarts))
+        _finish(run, cfg, env, launcher, sampler, failure, restarts)
     raise_for(failure, run)
     return run.path
+
+
+def _finish(run: RunDir, cfg: RunConfig, env: HostEnv, launcher: Launcher, sampler: Sampler,
+            failure: Failure | None, restarts: list[dict[str, Any]]) -> None:
+    sampled = sampler.stop()
+    run.write_frame("cpu.parquet", sampled.cpu)
+    run.write_frame("system.parquet", sampled.system)
+    run.update(cluster={**run.meta["cluster"], "cpu_budget": env.budget_meta(run.meta["cluster"]["emulated"],
+                                                                             run.meta["cluster"]["pinned"])})
+    status = "complete" if failure is None else failure.status
+    workers = launcher.worker_records()
+    run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
+               failure=failure.details if failure else None, workers=workers)
+    for leftover in (run.path / "tensorboard").glob(".capture-*"):  # a capture its worker died in
+        shutil.rmtree(leftover, ignore_errors=True)
+    with contextlib.suppress(OSError):  # BackupAndRestore empties it when training completes
+        (run.path / "backup").rmdir()
+    finish_traces(run, cfg, _captures(workers, restarts))
 
 
 def _captures(workers: list[dict[str, Any]], restarts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -173,26 +189,16 @@ def _ensure_data(cfg: RunConfig, cache_dir: Path) -> dict[str, Any]:
             "players": cfg.train_players + cfg.test_players}
 
 
-def _budget_meta(opts: MultiOptions, quota: cpubudget.CpuQuota, budgets: dict[str, float],
-                 placements: list[cpubudget.Placement]) -> dict[str, Any]:
-    if opts.emulate:
-        mechanism = quota.mechanism if quota.enabled else "affinity+thread-caps"
-    else:
-        mechanism = "affinity+thread-caps" if opts.pin else "none"
-    return {"mechanism": mechanism, "emulated": opts.emulate, "pinned": opts.pin,
-            "host_budgets_cores": budgets, "quota": quota.to_dict() if quota.enabled else None,
-            "available_cores": len(cpubudget.available_cores()),
-            "placements": [{"worker": p.index, "host": p.host, "cores": p.cores, "threads": p.threads}
-                           for p in placements]}
-
-
-def _meta(cfg: RunConfig, opts: MultiOptions, run_id: str, data_info: dict[str, Any]) -> dict[str, Any]:
+def _meta(cfg: RunConfig, opts: MultiOptions, env: HostEnv, run_id: str, data_info: dict[str, Any]) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "part": {"name": opts.part, "workers": list(opts.local_workers)} if opts.part else None,
         "mode": cfg.mode.value, "strategy": "MultiWorkerMirroredStrategy", "preset": cfg.preset,
         "config": cfg.to_dict(), "data": data_info,
-        "cluster": {**opts.cluster.to_dict(), "num_workers": opts.cluster.num_workers,
-                    "local_workers": list(opts.local_workers)},
+        "cluster": {**env.cluster.to_dict(), "num_workers": env.cluster.num_workers,
+                    "local_workers": list(opts.local_workers), "emulated": opts.emulate, "pinned": opts.pin,
+                    "declared": opts.cluster.to_dict() if env.cluster != opts.cluster else None,
+                    "cpu_budget": env.budget_meta(opts.emulate, opts.pin)},
+        "network": env.sandbox.to_dict(),
         "versions": versions(), "machine": machine_info(), "command_started_wall_ns": command_started_ns(),
     }

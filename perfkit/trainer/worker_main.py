@@ -90,6 +90,9 @@ class _StatusObserver:
     def phase(self, text: str) -> None:
         self.status.write(phase=text)
 
+    def warning(self, text: str) -> None:
+        self.status.write(warning=text)
+
     def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:
         self.status.write(state="training", epochs=epochs, steps_per_epoch=steps_per_epoch)
 

@@ -152,6 +152,21 @@ def test_trace_reliability_smoke(tmp_path: Path) -> None:
     assert isinstance(run["overhead"], float) and run["overhead"] > 0, run  # a figure, not a target
 
 
+def test_network_smoke(tmp_path: Path) -> None:
+    from perfkit.trainer.netns import why_unavailable
+
+    if why_unavailable():
+        pytest.skip(f"bench network needs network namespaces: {why_unavailable()}")
+    r = smoke("network", tmp_path, timeout=420)["results"]
+    assert list(r) == ["unshaped", "20 Mbit/s"]
+    fast, slow = r["unshaped"], r["20 Mbit/s"]
+    assert fast["runs"][0]["extra"]["split_source"] == "trace" == slow["runs"][0]["extra"]["split_source"]
+    # ~1.8 MB of gradients per step: at 20 Mbit/s each all-reduce takes most of a second.
+    assert slow["transfer_s_ms"] > 5 * fast["transfer_s_ms"] and slow["largest_term"] == "transfer"
+    assert slow["runs"][0]["extra"]["links"] == "host0 20 Mbit/s, host1 20 Mbit/s"
+    assert "network between the workers sets the pace" in slow["runs"][0]["extra"]["network_sentence"]
+
+
 def test_unknown_benchmark_is_a_one_line_usage_error() -> None:
     proc = perfkit("bench", "no-such-bench", timeout=60)
     assert proc.returncode == 2

@@ -108,16 +108,22 @@ def test_emulated_unequal_hosts_hold_the_small_host_to_its_budget(tmp_path: Path
     budget = meta(run)["cluster"]["cpu_budget"]
     cores = len(os.sched_getaffinity(0))
     assert budget["emulated"] and budget["host_budgets_cores"]["small"] == pytest.approx(cores / 4)
-    assert budget["mechanism"] in ("cgroup-v1", "cgroup-v2", "affinity+thread-caps")
+    # 3:1 on this machine is no whole number of cores: only a quota can hold it, or the run is refused.
+    assert budget["mechanism"] in ("cgroup-v1", "cgroup-v2"), budget["quota"]
+    applied = budget["applied"]
+    assert applied["host_budgets_cores"] == pytest.approx(budget["host_budgets_cores"], rel=0.01)
+    assert applied["differs_from_request"] == [] and all(w["alive"] for w in applied["workers"])
+    assert {w["worker"]: w["quota_cores"] for w in applied["workers"]} == pytest.approx({0: cores * 0.75,
+                                                                                          1: cores * 0.25})
     cpu = pd.read_parquet(run / "cpu.parquet")
     steps = pd.read_parquet(run / "workers/1/steps.parquet")
     window = cpu[(cpu["t_ns"] >= steps["t_start_ns"].min()) & (cpu["t_ns"] <= steps["t_end_ns"].max())]
     small = window[window["host"] == "small"].groupby("t_ns")["cpu_percent"].sum()
     assert len(small) >= 8
-    if budget["mechanism"].startswith("cgroup"):
-        limit = budget["quota"]["quota_cores"]["small"] * 100
-        assert small.median() <= limit + 15, (small.median(), limit)
-    assert not list(Path("/sys/fs/cgroup/cpu/perfkit").glob(f"{run.name}-*")), "cgroups must be removed"
+    limit = applied["host_budgets_cores"]["small"] * 100
+    assert abs(small.mean() - limit) <= 0.10 * limit, f"the throttled worker's mean CPU {small.mean():.1f}% vs {limit}%"
+    bases = [Path("/sys/fs/cgroup/cpu/perfkit"), Path("/sys/fs/cgroup/perfkit")]
+    assert not [g for b in bases for g in b.glob(f"*-{run.name}-*")], "cgroups must be removed"
     if budget["mechanism"].startswith("cgroup"):
         # The throttled worker computes longest and waits least: its exposed all-reduce is the short one.
         med = require_every_trace(run).steps.groupby("worker").median(numeric_only=True)

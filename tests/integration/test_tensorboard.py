@@ -94,7 +94,7 @@ def test_profile_tab_lists_every_worker_and_its_steps(tmp_path: Path, select: bo
     assert "stopped" in out
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGKILL])
 def test_no_tensorboard_outlives_perfkit_whatever_signal_ends_it(tmp_path: Path, sig: signal.Signals) -> None:
     import psutil
 

@@ -214,3 +214,50 @@ def test_restarted_epochs_count_once(tmp_path: Path) -> None:
             pd.concat([first, df.assign(attempt=1)]).to_parquet(f)
     r = _run(analyze(None, tmp_path))
     assert r["samples"] == 1920 and r["epochs"] == 3 and r["steady_epoch_s"] == pytest.approx(7.5)
+
+
+def _budgets(tmp_path: Path, applied: dict[str, float], enforced: bool = True) -> Analysis:
+    from tests.unit._analysis_runs import set_meta
+
+    single_run(tmp_path, BASE, started="2026-01-01T00:00:00Z")
+    path = write_run(tmp_path, STRAG, started="2026-01-01T01:00:00Z")[0]
+    cluster = {**json_of(path)["cluster"], "cpu_budget": {
+        "emulated": True, "host_budgets_cores": {"a": 3.0, "b": 1.0}, "enforced": enforced,
+        "applied": {"host_budgets_cores": applied}}}
+    set_meta(path, cluster=cluster)
+    return analyze(None, tmp_path)
+
+
+def json_of(path: Path) -> dict:
+    import json
+
+    return json.loads((path / "run.json").read_text())
+
+
+def test_the_applied_budget_is_used_and_a_difference_is_named(tmp_path: Path) -> None:
+    a = _budgets(tmp_path, {"a": 3.0, "b": 2.0})  # host b's workers could use two cores, not the one asked
+    hosts = a.hosts[a.hosts["run_id"] == STRAG].set_index("host")
+    assert hosts.loc["b", "budget_cores"] == 2.0 and hosts.loc["b", "budget_requested_cores"] == 1.0
+    assert hosts.loc["b", "budget_share_mean"] == pytest.approx(0.5)
+    text = "\n".join(a.verdict)
+    assert "Applied budgets differ from the request: b 2 cores given vs 1 asked." in text
+    assert "NOT enforced" not in text
+
+
+def test_unenforced_budgets_mark_every_budget_figure(tmp_path: Path) -> None:
+    a = _budgets(tmp_path, {"a": 3.0, "b": 1.0}, enforced=False)
+    line = next(v for v in a.verdict if "Host CPU against its budget" in v)
+    assert line.startswith("Budgets NOT enforced (--allow-unenforced") and "differ" not in line
+    assert not a.hosts[a.hosts["run_id"] == STRAG]["budget_enforced"].any()
+
+
+def test_the_verdict_names_the_network_when_transfer_is_the_largest_term(tmp_path: Path) -> None:
+    from perfkit.analysis.analyze import describe_links
+
+    a = _pair(tmp_path, transfer=0.9)  # compute 0.2/0.5 s, transfer 0.9 s per step
+    run = _run(a)
+    assert run["largest_term"] == "transfer" and run["transfer_share"] > 0.5
+    assert any("The network between the workers sets the pace" in v for v in a.verdict)
+    assert _run(_pair(tmp_path / "b"))["largest_term"] != "transfer"
+    assert describe_links({"network": {"links": {"a": {"requested": {"bandwidth_mbit": 100, "latency_ms": 5}}}}}) \
+        == "a 100 Mbit/s + 5 ms"

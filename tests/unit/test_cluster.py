@@ -99,3 +99,27 @@ def test_multi_usage_errors_exit_2_before_anything_starts(tmp_path: Path, capsys
 def test_single_mode_refuses_multi_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--workers", "2", "--results-dir", str(tmp_path)]) == 2
     assert "--workers: only with --mode multi" in capsys.readouterr().err
+
+
+def test_a_host_link_is_read_and_recorded(tmp_path: Path) -> None:
+    text = (HOST.format(name="a", address="127.0.0.1", cores=1, workers=1, port=20000)
+            + "link = { bandwidth_mbit = 1000, latency_ms = 0.2 }\n")
+    spec = load_cluster(_write(tmp_path, text))
+    assert spec.hosts[0].link is not None and spec.hosts[0].link.bandwidth_mbit == 1000
+    assert spec.hosts[0].link.needs_netem
+    from perfkit.cluster import cluster_from_dict
+
+    assert cluster_from_dict(spec.to_dict()) == spec
+
+
+@pytest.mark.parametrize("link,match", [
+    ("link = 5", "must be a table"),
+    ("link = { bandwidth = 5 }", "unknown key.*bandwidth_mbit, latency_ms, loss_pct"),
+    ("link = { bandwidth_mbit = 0 }", r"link.bandwidth_mbit: 0 must be a number > 0"),
+    ("link = { loss_pct = 120 }", r"link.loss_pct: 120 must be a number in 0..100"),
+    ("link = { latency_ms = true }", r"link.latency_ms: True must be"),
+])
+def test_bad_links_name_the_key(tmp_path: Path, link: str, match: str) -> None:
+    path = _write(tmp_path, HOST.format(name="a", address="127.0.0.1", cores=1, workers=1, port=20000) + link + "\n")
+    with pytest.raises(UsageError, match=match):
+        load_cluster(path)

@@ -44,26 +44,3 @@ def test_without_cgroups_each_host_gets_whole_cores() -> None:
     spec = load_cluster(EXAMPLE)
     placements, _ = cpubudget.plan(spec, [0, 1, 2, 3], pin=True, emulate=True, cgroups=False)
     assert [p.cores for p in placements] == [[0, 1], [0, 1], [0, 1], [0]]
-
-
-def test_cgroup_v1_quota_is_written_and_removed(tmp_path: Path) -> None:
-    root = tmp_path / "cpu"
-    root.mkdir()
-    (root / "cpu.cfs_quota_us").write_text("-1\n")
-    stale = root / "perfkit" / "old-run-host"
-    stale.mkdir(parents=True)  # a real cgroupfs lets rmdir remove a group with no tasks
-    with mock.patch.object(cpubudget, "V1_ROOT", root), mock.patch.object(cpubudget, "V2_ROOT", tmp_path / "none"):
-        quota = cpubudget.CpuQuota.detect("run1")
-        assert quota.mechanism == "cgroup-v1" and not stale.exists(), "empty groups of crashed runs are removed"
-        quota.create("tensor102", 0.4)
-        group = root / "perfkit" / "run1-tensor102"
-        assert (group / "cpu.cfs_quota_us").read_text() == "40000\n"
-        assert (group / "cpu.cfs_period_us").read_text() == "100000\n"
-        assert quota.to_dict()["quota_cores"] == {"tensor102": 0.4}
-        quota.add("tensor102", 4242)
-        assert (group / "cgroup.procs").read_text() == "4242\n"
-        (group / "cgroup.procs").unlink()
-        for f in group.iterdir():
-            f.unlink()
-        quota.cleanup()
-        assert not group.exists()

@@ -9,7 +9,7 @@ from pathlib import Path
 from perfkit.cluster import local_cluster
 from perfkit.profiler.sampler import Sampler
 from perfkit.results import RunDir
-from perfkit.trainer.cpubudget import CpuQuota, Placement
+from perfkit.trainer.cpubudget import Placement
 from perfkit.trainer.events import NullObserver
 from perfkit.trainer.launcher import Failure, Launcher, profiler_crash, supervise
 
@@ -26,7 +26,7 @@ def _launcher(tmp_path: Path, states: list[dict], codes: list[int | None], **kw:
     run = RunDir.create(tmp_path, "r", {})
     cluster = local_cluster(len(states), 2.0)
     placements = [Placement(i, "localhost", None, None, None) for i in range(len(states))]
-    launcher = Launcher(run, cluster, placements, CpuQuota("r"), Sampler(0.5), NullObserver(), **kw)
+    launcher = Launcher(run, cluster, placements, None, Sampler(0.5), NullObserver(), **kw)
     for i, (state, code) in enumerate(zip(states, codes)):
         (run.worker_dir(i) / "status.json").write_text(json.dumps({"index": i, "t_wall_ns": 1, **state}))
         launcher.workers[i].proc = FakeProc(1000 + i, code)  # type: ignore[assignment]
