@@ -17,5 +17,6 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "trace-reliability": ("bench.trace_reliability", "how often multi-worker runs keep every worker's trace"),
     "separability": ("bench.separability", "how separable the synthetic data is with and without time"),
     "allreduce": ("bench.allreduce", "isolated all-reduce of the model's gradients between N one-core workers"),
+    "whatif": ("bench.whatif", "unequal emulated clusters: the equal-workers prediction against running it"),
     "network": ("bench.network", "2 emulated hosts, links from unshaped to 20 Mbit/s: the transfer term per step"),
 }

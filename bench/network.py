@@ -105,20 +105,11 @@ def table(report: Report) -> str:
 
 
 def _netem() -> bool:
-    from perfkit.trainer.netns import why_unavailable
+    from perfkit.trainer.netns import netem_available, why_unavailable
 
     if why_unavailable():
         raise SystemExit(f"bench network: needs network namespaces: {why_unavailable()}")
-    import os
-    import subprocess
-
-    name = f"pkbench{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        return subprocess.run(["tc", "-n", name, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
-                              capture_output=True).returncode == 0
-    finally:
-        subprocess.run(["ip", "netns", "delete", name], check=True)
+    return netem_available()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,8 @@ from perfkit.analysis.load import LoadedRun
 from perfkit.analysis.select import Selection, describe_data, load_and_select
 from perfkit.analysis.stragglers import StragglerFigures, estimate_split, stragglers, trace_split
 from perfkit.analysis.summary import cpu_table_of, epoch_table, summarize, training_window
+from perfkit.analysis.verify import verification_table
+from perfkit.analysis.whatif import EMPTY_ROW, equal_workers
 from perfkit.results import RunRecord
 
 
@@ -40,6 +42,7 @@ class Analysis:
     cpu_timeline: pd.DataFrame  # per run and process: CPU% against seconds since the first step
     ops: pd.DataFrame  # per run: top traced ops by self time
     excluded: pd.DataFrame  # run_id, path, reason
+    verifications: pd.DataFrame  # per verification run: the what-if it ran, predicted vs measured
     warnings: tuple[str, ...]
     verdict: tuple[str, ...]
 
@@ -74,6 +77,7 @@ def analyze_selection(sel: Selection) -> Analysis:
         placement=_cat([f.placement for f in figures]), cpu_timeline=_cat([f.timeline for f in figures]),
         ops=_cat([f.ops for f in figures]),
         excluded=pd.DataFrame([vars(e) for e in sel.excluded], columns=["run_id", "path", "reason"]),
+        verifications=verification_table({r.run_id: r.record.meta for r in sel.runs}, runs),
         warnings=sel.warnings, verdict=())
     return Analysis(**{**vars(analysis), "verdict": tuple(verdict(analysis))})
 
@@ -88,7 +92,9 @@ RUN_COLUMNS = [
     "steady_is_warmup", "fit_s", "steady_samples_per_s", "samples", "cpu_s", "cpu_s_per_1k_samples",
     "rss_peak_max_bytes", "val_loss", "val_accuracy", "val_auc", "split_source", "split_note", "steps_compared",
     "straggler_cost", "flagged_workers", "slowest_worker", "slowest_host", "slowest_straggler_share",
-    "slowest_speed_score", "others_wait_share", "equal_step_ratio", "equal_epoch_s", "placement_hosts",
+    "slowest_speed_score", "others_wait_share", "equal_step_ratio", "equal_epoch_s", "equal_epoch_lo_s",
+    "equal_epoch_hi_s", "equal_step_s", "equal_transfer_s", "equal_transfer_source", "equal_val_s", "equal_budgets",
+    "equal_assumptions", "placement_hosts",
     "placement_now", "placement_proposed", "compute_now_s", "compute_proposed_s", "largest_term", "transfer_share",
     "links",
 ]
@@ -119,7 +125,8 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         "fit_s": summary.fit_s, "steady_samples_per_s": summary.steady_samples_per_s, "samples": samples,
         "cpu_s": cpu_s, "cpu_s_per_1k_samples": cpu_s / samples * 1000 if samples else math.nan,
         "rss_peak_max_bytes": float(workers["rss_peak_bytes"].max()) if not workers.empty else math.nan,
-        **_last_metrics(epochs), **_straggler_row(strag, rec.meta, summary.steady_epoch_s, _steady_train_s(epochs)),
+        **_last_metrics(epochs), **_straggler_row(strag, rec.meta),
+        **(_equal_row(split, rec, epochs) if strag is not None else EMPTY_ROW),
     }
     tag = {"run_id": run.run_id}
     return _RunFigures(
@@ -145,16 +152,13 @@ def _epoch_rows(rec: RunRecord, epochs: pd.DataFrame) -> pd.DataFrame:
     return epochs.assign(end_s=(ep0["t_end_ns"].to_numpy() - window[0]) / 1e9)
 
 
-def _steady_train_s(epochs: pd.DataFrame) -> float:
-    """Median training time (validation left out) over the epochs after the first, like steady_epoch_s."""
-    train = epochs["train_s"].astype(float)
-    return float(train.iloc[1:].median()) if len(train) > 1 else (float(train.iloc[0]) if len(train) else math.nan)
+def _equal_row(split: Any, rec: RunRecord, epochs: pd.DataFrame) -> dict[str, Any]:
+    what = equal_workers(split, rec, epochs, cpu_fig.worker_hosts(rec.meta), cpu_fig.host_budgets(rec.meta))
+    return what.to_row() if what is not None else EMPTY_ROW
 
 
-def _straggler_row(strag: StragglerFigures | None, meta: dict[str, Any], steady_epoch_s: float,
-                   steady_train_s: float) -> dict[str, Any]:
-    """Split, straggler and what-if figures of a run. The what-if scales the training part of the steady
-    epoch by the step-time ratio and keeps validation as measured."""
+def _straggler_row(strag: StragglerFigures | None, meta: dict[str, Any]) -> dict[str, Any]:
+    """Split, straggler and placement figures of a run (the equal-workers what-if: analysis/whatif.py)."""
     if strag is None:
         return {"split_source": None, "split_note": "no split: no usable trace, and one worker or too few CPU "
                 "samples to estimate it from"}
@@ -168,7 +172,6 @@ def _straggler_row(strag: StragglerFigures | None, meta: dict[str, Any], steady_
         "slowest_worker": strag.slowest, "slowest_host": cpu_fig.worker_hosts(meta).get(strag.slowest),
         "slowest_straggler_share": float(slow["straggler_share"]), "slowest_speed_score": float(slow["speed_score"]),
         "others_wait_share": strag.others_wait_share, "equal_step_ratio": strag.equal_step_ratio,
-        "equal_epoch_s": steady_epoch_s - steady_train_s * (1 - strag.equal_step_ratio),
         "placement_hosts": ":".join(place["host"].astype(str)) if not place.empty else None,
         "placement_now": ":".join(place["workers_now"].astype(str)) if not place.empty else None,
         "placement_proposed": ":".join(place["workers_proposed"].astype(str)) if not place.empty else None,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from perfkit._atomic import atomic_write
+from perfkit.analysis.verify import HELD_WITHIN
 
 if TYPE_CHECKING:
     from perfkit.analysis.analyze import Analysis
@@ -32,7 +33,9 @@ KEYS: dict[str, dict[str, str]] = {
         "epochs": "per run and epoch (convergence)", "workers": "per run and worker",
         "processes": "per run and process", "hosts": "per run and host", "placement": "per run and host: the "
         "placement what-if (runs with several hosts)", "ops": "per run: top traced ops by self time",
-        "excluded": "runs left out, with the reason", "warnings": "list of warnings (e.g. trace skipped)",
+        "excluded": "runs left out, with the reason",
+        "verifications": "per verification run (`perfkit compare --verify`): the what-if it ran, predicted vs "
+        "measured", "warnings": "list of warnings (e.g. trace skipped)",
     },
     "runs": {
         "run_id": "run id", "is_baseline": "true for the baseline", "mode": "single or multi",
@@ -53,9 +56,18 @@ KEYS: dict[str, dict[str, str]] = {
         "slowest_worker": "the worker that was the straggler in most steps", "slowest_host": "its host",
         "slowest_straggler_share": "fraction of steps it was the straggler", "slowest_speed_score": "its speed score",
         "others_wait_share": "the other workers' total wait / their total step time",
-        "equal_step_ratio": "what-if step time with all workers at the median worker's speed / actual",
-        "equal_epoch_s": "what-if steady epoch: its training part scaled by equal_step_ratio, validation as "
-        "measured", "placement_hosts": "hosts, ':'-separated",
+        "equal_step_ratio": "sum over the compared steps of the old step model (median busy + the run's own "
+        "transfer + median input) / actual, kept for comparison",
+        "equal_epoch_s": "what-if steady epoch with every worker at the median worker's speed: steps per epoch x "
+        "mean predicted step + time outside steps + validation scaled by median / slowest compute "
+        "(analysis/whatif.py)", "equal_epoch_lo_s": "lower end of its 95% interval (from the step-to-step "
+        "spread)", "equal_epoch_hi_s": "upper end", "equal_step_s": "mean predicted step",
+        "equal_transfer_s": "all-reduce seconds per step a balanced cluster would pay",
+        "equal_transfer_source": "calibration (the workers' all-reduce calibration after training) or run "
+        "(the run's own transfer: carries a throttled worker's slowness)",
+        "equal_val_s": "predicted validation seconds per epoch",
+        "equal_budgets": "per host, the CPU budget (cores) that would give its workers the median speed",
+        "equal_assumptions": "the what-if's assumptions in one line", "placement_hosts": "hosts, ':'-separated",
         "placement_now": "workers per host now, ':'-separated", "placement_proposed": "workers per host by measured "
         "speed", "compute_now_s": "slowest worker's compute per step, placement model, now",
         "compute_proposed_s": "the same with the proposed placement",
@@ -124,8 +136,16 @@ KEYS: dict[str, dict[str, str]] = {
     "ops": {"run_id": "run id", "name": "op name", "count": "occurrences (all workers)",
             "total_s": "self time, all workers"},
     "excluded": {"run_id": "run id", "path": "its directory (parts comma-separated)", "reason": "why it was left out"},
+    "verifications": {
+        "run_id": "the run whose what-if was verified", "verified_by": "the run that realised it",
+        "what": "which what-if (equal workers)", "budgets": "per host, the CPU budget the verification ran with",
+        "predicted_epoch_s": "the steady epoch predicted (recorded before the verification ran)",
+        "predicted_lo_s": "its 95% interval, lower end", "predicted_hi_s": "upper end",
+        "measured_epoch_s": "the verification run's steady epoch", "error": "(predicted - measured) / measured",
+        "held": f"|error| <= {HELD_WITHIN:.0%}",
+        "transfer_source": "where the prediction's transfer came from (calibration or run)"},
 }
-TABLES = ("runs", "epochs", "workers", "processes", "hosts", "placement", "ops", "excluded")
+TABLES = ("runs", "epochs", "workers", "processes", "hosts", "placement", "ops", "excluded", "verifications")
 
 
 def keys_markdown() -> str:

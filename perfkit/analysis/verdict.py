@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from perfkit.analysis.stragglers import FLAG_BELOW
+from perfkit.analysis.verify import verification_lines
 
 if TYPE_CHECKING:
     from perfkit.analysis.analyze import Analysis
@@ -45,6 +46,7 @@ def verdict(a: Analysis) -> list[str]:
     for row in a.runs.itertuples(index=False):
         if row.run_id != a.baseline_id:
             lines += run_lines(row, base, a)
+    lines += verification_lines(a.verifications)
     if not a.excluded.empty:
         lines.append(f"Left out {len(a.excluded)} run(s): " + "; ".join(
             f"{e.run_id} ({e.reason})" for e in a.excluded.itertuples(index=False)) + ".")
@@ -159,8 +161,14 @@ def _what_if_lines(row: Any, base: Any, a: Analysis, est: str) -> list[str]:
     lines = []
     if ok(row.equal_epoch_s):
         vs = f" (~{row.equal_speedup:.2f}x the baseline)" if base is not None and ok(row.equal_speedup) else ""
+        span = (f", 95% interval {row.equal_epoch_lo_s:.1f}–{row.equal_epoch_hi_s:.1f} s"
+                if ok(row.equal_epoch_lo_s) and ok(row.equal_epoch_hi_s) else "")
+        realise = f"; budgets that would realise it: {row.equal_budgets}" if present(row.equal_budgets) else ""
         lines.append(_estimated(f"With equal workers (all at the median worker's speed) a steady epoch would take "
-                                f"~{row.equal_epoch_s:.1f} s instead of {row.steady_epoch_s:.1f} s{vs}.", est))
+                                f"~{row.equal_epoch_s:.1f} s{span} instead of {row.steady_epoch_s:.1f} s{vs}"
+                                f"{realise}.", est))
+        if present(row.equal_assumptions):
+            lines.append(f"Assumes: {row.equal_assumptions}.")
     if present(row.placement_proposed):
         lines.append(_placement_line(row, a, est))
     return lines

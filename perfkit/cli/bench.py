@@ -32,7 +32,7 @@ def bench_command(
                                                   show_default=False)] = None,
 ) -> None:
     """Run a benchmark: overhead, trainer, multiworker, datagen, analysis, article, separability, allreduce,
-    trace-reliability, network.
+    trace-reliability, network, whatif.
 
     Options after NAME are the benchmark's own (NAME --help lists them); each writes
     results/bench/<name>-<UTC time>.json and prints a Markdown table.

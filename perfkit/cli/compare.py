@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -33,6 +33,9 @@ def compare_command(
     allow_unenforced: Annotated[bool, typer.Option("--allow-unenforced", help="Run emulated hosts even where "
                                                    "their CPU budgets cannot be enforced (budget figures are "
                                                    "then marked).")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Then run the equal-workers what-if as predicted (an "
+                                         "emulated cluster at the budgets that realise it) and report predicted "
+                                         "vs measured.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No training progress; still the verdict.")] = False,
 ) -> None:
     """Run single, then multi, on the same data, and say how much faster multi was and why not more."""
@@ -56,13 +59,48 @@ def compare_command(
                          f"{opts.cluster.num_workers} workers")
     from perfkit.trainer.hostenv import preflight
 
+    if verify and not opts.emulate:
+        raise UsageError("--verify: needs an emulated cluster (--cluster FILE with local addresses): the what-if "
+                         "is realised with CPU budgets")
     preflight(opts)  # budgets that cannot be enforced, a link that cannot be shaped: said now, not after the baseline
-    typer.echo(f"1/3 single-machine baseline ({preset} preset)")
+    total = 4 if verify else 3
+    typer.echo(f"1/{total} single-machine baseline ({preset} preset)")
     base = train_once(single, None, results_dir, None, quiet)
-    typer.echo(f"2/3 multi-worker run: {opts.cluster.num_workers} workers on {len(opts.cluster.hosts)} host(s)")
+    typer.echo(f"2/{total} multi-worker run: {opts.cluster.num_workers} workers on {len(opts.cluster.hosts)} host(s)")
     run = train_once(multi, opts, results_dir, None, quiet)
-    typer.echo("3/3 analysis")
     from perfkit.analysis.analyze import analyze
 
     analysis = analyze([base, run], results_dir, base.name)
+    paths = [base, run]
+    if verify:
+        typer.echo(f"3/{total} verification: the equal-workers what-if, run as predicted")
+        paths.append(_verify(analysis, run, multi, opts, results_dir, quiet))
+        analysis = analyze(paths, results_dir, base.name)
+    typer.echo(f"{total}/{total} analysis")
     write_outputs(analysis, Format.table, None, html or default_html_path(results_dir), None, verdict_last=True)
+
+
+def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Path, quiet: bool) -> Path:
+    """Run the configuration that realises the equal-workers what-if of ``run`` (same data and workload)."""
+    from perfkit._atomic import atomic_write
+    from perfkit.analysis.verify import equal_cluster_toml, prediction
+    from perfkit.cli.run import train_once
+    from perfkit.cluster import load_cluster
+    from perfkit.errors import UsageError
+    from perfkit.results import load_meta
+    from perfkit.trainer.cpubudget import available_cores
+
+    row = next(analysis.runs[analysis.runs["run_id"] == run.name].itertuples(index=False))
+    if not isinstance(row.equal_budgets, str) or not row.equal_budgets or row.equal_epoch_s != row.equal_epoch_s:
+        raise UsageError(f"--verify: {run.name} has no equal-workers what-if to verify ({row.split_note})")
+    budgets = {h: float(c) for h, c in (part.split("=") for part in row.equal_budgets.split(", "))}
+    text = equal_cluster_toml(load_meta(run), budgets, float(len(available_cores())))
+    path = run / "verify-cluster.toml"
+    atomic_write(path, lambda f: f.write(text.encode()))
+    verify_opts = replace(opts, cluster=load_cluster(path))
+    return train_once(replace(cfg, label=_label(cfg.label)), verify_opts, results_dir, None, quiet,
+                      extra_meta={"verifies": prediction(row)})
+
+
+def _label(label: str | None) -> str:
+    return f"{label}-verify" if label else "verify"

@@ -81,7 +81,7 @@ def run_command(
 
 
 def train_once(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, run_id: str | None,
-               quiet: bool) -> Path:
+               quiet: bool, extra_meta: dict[str, object] | None = None) -> Path:
     """One run with the live progress display, then its summary (both silenced by ``quiet``)."""
     console = Console(stderr=False, quiet=quiet)
     observer = _observer(console, quiet)
@@ -89,7 +89,7 @@ def train_once(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, run
         if opts is not None:
             from perfkit.trainer.multi import run_multi
 
-            path = run_multi(cfg, opts, results_dir, observer, run_id=run_id)
+            path = run_multi(cfg, opts, results_dir, observer, run_id=run_id, extra_meta=extra_meta)
         else:
             from perfkit.trainer.single import run_single
 

@@ -231,7 +231,7 @@ class Launcher:
                  "cores": w.placement.cores, "threads": w.placement.threads,
                  "anchor_wall_ns": w.status.get("anchor_wall_ns"), "anchor_mono_ns": w.status.get("anchor_mono_ns"),
                  "exit_code": w.proc.returncode if w.proc else None, "state": w.status.get("state"),
-                 "profile": w.status.get("profile")}
+                 "profile": w.status.get("profile"), "calibration": w.status.get("calibration")}
                 for w in self.workers]
 
 

@@ -57,7 +57,8 @@ def select_local(cluster: ClusterSpec, host: str | None, task_index: int | None)
 
 
 def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, observer: Observer | None = None,
-              run_id: str | None = None) -> Path:
+              run_id: str | None = None, extra_meta: dict[str, Any] | None = None) -> Path:
+    """One multi-worker run; ``extra_meta`` goes into run.json as given (e.g. what a verification checks)."""
     observer = observer or NullObserver()
     n = opts.cluster.num_workers
     if cfg.batch_size % n:
@@ -72,7 +73,7 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
                         dir_name)
     try:
         _warn(env, observer)
-        run = RunDir.create(results_dir, dir_name, _meta(cfg, opts, env, rid, data_info))
+        run = RunDir.create(results_dir, dir_name, {**_meta(cfg, opts, env, rid, data_info), **(extra_meta or {})})
         # Temporary folders that outlive no exit path (the janitor removes them even after a SIGKILL).
         env.janitor.register("glob", run.path / "tensorboard" / ".capture-*")
         env.janitor.register("dir", run.path / "backup")

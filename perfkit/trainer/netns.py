@@ -196,3 +196,14 @@ def remove_stale() -> None:
         return
     stale = [n for n in names if (m := _NAME.match(n)) and not Path(f"/proc/{m.group(1)}").exists()]
     remove([{"kind": "netns", "value": n} for n in stale])
+
+
+def netem_available() -> bool:
+    """Whether this kernel has tc's netem qdisc (delay and loss), tried in a scratch namespace."""
+    name = f"pkprobe{os.getpid()}x{next(_counter)}"
+    _ip("netns", "add", name)
+    try:
+        return subprocess.run(["tc", "-n", name, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
+                              capture_output=True, timeout=30).returncode == 0
+    finally:
+        _ip("netns", "delete", name)

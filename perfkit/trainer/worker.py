@@ -64,8 +64,10 @@ def worker_log(path: Path) -> Iterator[None]:
 
 def fit(cfg: RunConfig, data: PreparedData, strategy: Any, steplog: StepLog, observer: Observer,
         cpu: Callable[[], float | None], num_workers: int = 1, on_plan: Callable[[FitPlan], None] | None = None,
-        backup_dir: Path | None = None, instruments: Instruments | None = None) -> FitPlan:
-    """Train ``cfg.epochs`` epochs; every step and epoch lands in ``steplog`` as it happens."""
+        backup_dir: Path | None = None, instruments: Instruments | None = None,
+        after_fit: Callable[[Any], None] | None = None) -> FitPlan:
+    """Train ``cfg.epochs`` epochs; every step and epoch lands in ``steplog`` as it happens. ``after_fit``
+    gets the trained model (a cluster's workers calibrate their all-reduce with it)."""
     from perfkit.trainer.model import build_model
 
     local_batch = cfg.batch_size // num_workers
@@ -100,6 +102,8 @@ def fit(cfg: RunConfig, data: PreparedData, strategy: Any, steplog: StepLog, obs
         if capture is not None:
             capture.finish()  # a failed fit may leave the profiler running: stop what we started
     observer.training_finished()
+    if after_fit is not None:
+        after_fit(model)
     return plan
 
 

@@ -185,7 +185,15 @@ def _train(run_dir: Path, cfg: RunConfig, cluster: ClusterSpec, launch: dict[str
         capture=CaptureTarget(run_dir, session=str(launch.get("run_id", run_dir.name)), host_name=f"{host}-w{index}"),
         scalars_dir=run_dir / "tensorboard" / f"w{index}", on_capture=lambda r: status.write(profile={**r, "attempt": int(launch.get("attempt", 0))}))
     fit(cfg, data, strategy, steplog, _StatusObserver(status, save), cpu=lambda: None,
-        num_workers=cluster.num_workers, backup_dir=backup, instruments=instruments)
+        num_workers=cluster.num_workers, backup_dir=backup, instruments=instruments,
+        after_fit=lambda model: _calibrate(strategy, model, status) if cluster.num_workers > 1 else None)
+
+
+def _calibrate(strategy: Any, model: Any, status: Status) -> None:
+    from perfkit.trainer.calibrate import allreduce_calibration
+
+    status.write(state="calibrating")
+    status.write(calibration=allreduce_calibration(strategy, model))
 
 
 def main(argv: list[str] | None = None) -> int:

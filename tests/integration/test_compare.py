@@ -39,3 +39,30 @@ def test_compare_runs_both_strategies_and_ends_with_the_verdict_and_report(tmp_p
     assert multi["speedup"] > 0 and multi["workers"] == 2
     require_every_trace(runs[1])  # TF's profiler crash is retried by the run; see _util
     assert multi["split_source"] == "trace", multi["split_source"]
+
+
+def test_compare_verify_runs_the_what_if_and_reports_predicted_against_measured(tmp_path: Path) -> None:
+    cluster = tmp_path / "pair.toml"
+    cluster.write_text('[[hosts]]\nname = "fast"\naddress = "127.0.0.1"\ncores = 3\nworkers = 1\n'
+                       '[[hosts]]\nname = "slow"\naddress = "127.0.0.2"\ncores = 1\nworkers = 1\n')
+    results = tmp_path / "results"
+    proc = _perfkit("compare", "--preset", "tiny", "--epochs", "2", "--cluster", str(cluster), "--verify",
+                    "--results-dir", str(results), "--quiet", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = sorted(p for p in results.iterdir() if (p / "run.json").is_file())
+    assert [meta(r)["mode"] for r in runs] == ["single", "multi", "multi"] and runs[2].name.endswith("-verify")
+    verifies = meta(runs[2])["verifies"]
+    assert verifies["run_id"] == runs[1].name and verifies["predicted_epoch_s"] > 0
+    # The verification ran at the budgets the what-if named (equal workers: one budget per worker here).
+    applied = meta(runs[2])["cluster"]["cpu_budget"]["applied"]["host_budgets_cores"]
+    wanted = dict(p.split("=") for p in verifies["budgets"].split(", "))
+    assert applied == pytest.approx({h: float(c) for h, c in wanted.items()}, rel=0.02)
+    assert "Verified by running it" in proc.stdout and "predicted a steady epoch of" in proc.stdout
+
+    analysed = _perfkit("analyze", *map(str, runs), "--format", "json", "--no-html")
+    assert analysed.returncode == 0, analysed.stderr[-2000:]
+    [row] = json.loads(analysed.stdout)["verifications"]
+    assert row["run_id"] == runs[1].name and row["verified_by"] == runs[2].name
+    assert row["predicted_epoch_s"] == verifies["predicted_epoch_s"] and row["measured_epoch_s"] > 0
+    assert row["error"] == pytest.approx((row["predicted_epoch_s"] - row["measured_epoch_s"]) / row["measured_epoch_s"])
+    assert row["held"] is (abs(row["error"]) <= 0.10)

@@ -4,7 +4,6 @@ These need root (network namespaces, tc); without it they skip, saying so. CI ru
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -17,7 +16,7 @@ import pytest
 
 from perfkit.cluster import load_cluster
 from perfkit.errors import UsageError
-from perfkit.trainer.netns import NETNS_DIR, Sandbox, why_unavailable
+from perfkit.trainer.netns import NETNS_DIR, Sandbox, netem_available, why_unavailable
 from tests.integration._util import meta, only_run, start, wait_for_status, worker_processes
 
 pytestmark = [pytest.mark.integration,
@@ -133,18 +132,8 @@ def test_a_shaped_link_carries_its_bandwidth_and_is_torn_down(tmp_path: Path) ->
     assert not [n for n in made if (NETNS_DIR / n).exists()], "namespaces left"
 
 
-def _netem_available() -> bool:
-    name = f"pkprobe{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        return subprocess.run(["tc", "-n", name, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
-                              capture_output=True).returncode == 0
-    finally:
-        subprocess.run(["ip", "netns", "delete", name], check=True)
-
-
 def test_latency_is_refused_naming_netem_where_the_kernel_lacks_it(tmp_path: Path) -> None:
-    if _netem_available():
+    if netem_available():
         pytest.skip("this kernel has netem: latency is applied (test_latency_is_applied_with_netem)")
     made: list[str] = []
     with pytest.raises(UsageError, match=r"hosts\[0\]\.link\.latency_ms: needs tc's netem qdisc"):
@@ -153,7 +142,7 @@ def test_latency_is_refused_naming_netem_where_the_kernel_lacks_it(tmp_path: Pat
 
 
 def test_latency_is_applied_with_netem(tmp_path: Path) -> None:
-    if not _netem_available():
+    if not netem_available():
         pytest.skip("this kernel has no netem qdisc (tc: 'Specified qdisc kind is unknown'): delay and loss "
                     "cannot be emulated here")
     box = Sandbox.create(load_cluster(_pair(tmp_path, "link = { latency_ms = 20 }\n")), lambda n: None)

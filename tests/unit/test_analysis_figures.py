@@ -81,7 +81,13 @@ def test_trace_split_stragglers_and_what_if(tmp_path: Path) -> None:
     assert run["others_wait_share"] == pytest.approx(0.3 / 0.65)
     # all at the median worker's speed: 0.2 compute + 0.1 transfer + 0.05 input instead of 0.65
     assert run["equal_step_ratio"] == pytest.approx(0.35 / 0.65)
-    assert run["equal_epoch_s"] == pytest.approx(7.5 - 6.5 * (1 - 0.35 / 0.65))  # validation kept as measured
+    # The epoch: 10 steps x 0.35 s + validation, which waits for the slowest worker too: 1.0 s x 0.2 / 0.5.
+    assert run["equal_val_s"] == pytest.approx(0.4) and run["equal_epoch_s"] == pytest.approx(3.5 + 0.4)
+    assert run["equal_epoch_lo_s"] == pytest.approx(3.9) == run["equal_epoch_hi_s"]  # no step-to-step spread
+    assert run["equal_transfer_source"] == "run" and "no calibration recorded" in run["equal_assumptions"]
+    # Work per step from the workers held to one core: median of 1 x 0.2, 1 x 0.2, 1 x 0.2, 1 x 0.5 core-s;
+    # / the median busy 0.2 s -> one core per worker.
+    assert run["equal_budgets"] == "a=3, b=1"
     assert run["equal_speedup"] == pytest.approx(11.5 / run["equal_epoch_s"])
 
 
@@ -261,3 +267,24 @@ def test_the_verdict_names_the_network_when_transfer_is_the_largest_term(tmp_pat
     assert _run(_pair(tmp_path / "b"))["largest_term"] != "transfer"
     assert describe_links({"network": {"links": {"a": {"requested": {"bandwidth_mbit": 100, "latency_ms": 5}}}}}) \
         == "a 100 Mbit/s + 5 ms"
+
+
+def test_what_if_uses_the_calibrated_transfer_and_ignores_a_stalled_step(tmp_path: Path) -> None:
+    from tests.unit._analysis_runs import set_meta
+
+    single_run(tmp_path, BASE, started="2026-01-01T00:00:00Z")
+    [path] = write_run(tmp_path, STRAG, started="2026-01-01T01:00:00Z")
+    trace = pd.read_parquet(path / "trace_steps.parquet")
+    stall = (trace["epoch"] == 1) & (trace["step"] == 3)
+    trace.loc[stall, "compute_s"] += 5.0  # every worker stalled 5 s in one step
+    trace.assign(collectives=11).to_parquet(path / "trace_steps.parquet")  # the gradients + 10 scalars
+    meta = json_of(path)
+    for w in meta["workers"]:
+        w["calibration"] = {"gradients_s": 0.02, "one_float_s": 0.001}
+    set_meta(path, workers=meta["workers"])
+    run = _run(analyze(None, tmp_path))
+    # transfer: min(the run's own 0.1 s, calibration 0.02 + 10 x 0.001) = 0.03 s from the calibration
+    assert run["equal_transfer_s"] == pytest.approx(0.03) and run["equal_transfer_source"] == "calibration"
+    assert run["equal_step_s"] == pytest.approx(0.2 + 0.03 + 0.05), "the stalled step is left out"
+    assert run["equal_epoch_s"] == pytest.approx(10 * 0.28 + 0.4)
+    assert "the smaller of this run's own (100.0 ms) and the workers' all-reduce calibration" in run["equal_assumptions"]

@@ -14,9 +14,10 @@ from perfkit.analysis import report_json
 from perfkit.analysis.analyze import Analysis, analyze
 from perfkit.analysis.report_console import render
 from perfkit.analysis.report_html import render_html, write_html
-from tests.unit._analysis_runs import single_run, write_run
+from tests.unit._analysis_runs import set_meta, single_run, write_run
 
 BASE, STRAG = "20260101T000000Z-single-base", "20260101T010000Z-multi-strag"
+VERIFY = "20260101T030000Z-multi-verify"
 
 
 @pytest.fixture
@@ -26,6 +27,11 @@ def pair(tmp_path: Path) -> Analysis:
     pd.DataFrame({"worker": [0, 3], "host": ["a", "b"], "name": ["MatMul", "CollectiveReduceV2"], "count": [30, 30],
                   "total_s": [4.5, 3.0]}).to_parquet(path / "trace_ops.parquet")
     single_run(tmp_path, "20260101T020000Z-single-blog", preset="blog")
+    # The equal-workers what-if, run: a=3, b=2.5 cores give every worker 0.2 s compute, 0.35 s steps.
+    [check] = write_run(tmp_path, VERIFY, started="2026-01-01T03:00:00Z", busy={w: 0.2 for w in range(4)})
+    set_meta(check, verifies={"run_id": STRAG, "what": "equal workers", "predicted_epoch_s": 3.9,
+                              "predicted_lo_s": 3.9, "predicted_hi_s": 3.9, "budgets": "a=3, b=2.5",
+                              "transfer_source": "run"})
     return analyze(None, tmp_path)
 
 
@@ -36,8 +42,12 @@ def test_verdict_states_speedup_straggler_what_if_cpu_and_convergence(pair: Anal
             "vs 11.5 s, fit 1.53x).") in text
     assert ("Worker 3 on b was the slowest in 100% of steps (speed score 0.40); the other workers spent 46% of "
             "each step waiting for it. Waiting cost 35% of all worker step time.") in text
-    assert ("With equal workers (all at the median worker's speed) a steady epoch would take ~4.5 s instead of "
-            "7.5 s (~2.56x the baseline).") in text
+    assert ("With equal workers (all at the median worker's speed) a steady epoch would take ~3.9 s, 95% interval "
+            "3.9–3.9 s instead of 7.5 s (~2.95x the baseline); budgets that would realise it: a=3, b=1.") in text
+    assert "Assumes: every worker at the median worker's compute speed; busy and input from traced steps" in text
+    # The verify run: 10 steps of 0.35 s + 1.0 s validation = 4.5 s measured against 3.9 s predicted.
+    assert (f"Verified by running it ({VERIFY}, budgets a=3, b=2.5): equal workers predicted a steady epoch of 3.9 s, "
+            "measured 4.5 s, error -13.3%: the prediction did not hold (|error| > 10%).") in text
     assert "Placing workers 4:0 (a:b) by measured host speed instead of 3:1 (proportional shares 3.5:0.5)" in text
     assert "b would get no worker." in text
     assert "CPU cost: 46.9 CPU-seconds per 1,000 samples vs 27 for the baseline (1.74x)" in text
@@ -96,7 +106,7 @@ def test_csv_is_the_per_run_table(pair: Analysis, tmp_path: Path) -> None:
     report_json.write_csv(pair, out)
     df = pd.read_csv(out)
     assert df.columns.tolist() == list(report_json.KEYS["runs"])
-    assert df["run_id"].tolist() == [BASE, STRAG]
+    assert df["run_id"].tolist() == [BASE, STRAG, VERIFY]
 
 
 def test_html_is_self_contained_with_the_verdict_first_and_every_chart(pair: Analysis, tmp_path: Path) -> None:
@@ -106,10 +116,11 @@ def test_html_is_self_contained_with_the_verdict_first_and_every_chart(pair: Ana
     assert not re.search(r"<script[^>]*\bsrc=", page)  # plotly.js is inlined: no network needed
     assert len(page) > 1_000_000  # ... all of it
     titles = ["Speedup and scaling efficiency", f"CPU% per process over time: {STRAG}",
-              f"CPU% per process over time: {BASE}", "Step time per worker", "Compute / transfer / wait per worker",
+              f"CPU% per process over time: {BASE}", f"CPU% per process over time: {VERIFY}", "Step time per worker", "Compute / transfer / wait per worker",
               "Validation accuracy and AUC per epoch", "Memory per worker (peak RSS)"]
     positions = [page.index(f"<h2>{t}</h2>") for t in titles]
     assert page.index("<h2>Verdict</h2>") < min(positions)
+    assert page.index("Verified by running it") < min(positions), "predicted vs measured, in the verdict"
     assert page.count("Plotly.newPlot") == len(titles)
     assert "end of epoch 3" in page and "ideal (speedup = workers)" in page
     assert '"type":"box"' in page and '"barmode":"stack"' in page
