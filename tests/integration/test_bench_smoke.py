@@ -167,6 +167,16 @@ def test_network_smoke(tmp_path: Path) -> None:
     assert "network between the workers sets the pace" in slow["runs"][0]["extra"]["network_sentence"]
 
 
+def test_whatif_smoke(tmp_path: Path) -> None:
+    r = smoke("whatif", tmp_path, timeout=600)["results"]
+    [row] = r["rows"]
+    assert row["cluster"] == "2w 1.5/0.5" and row["prediction"]["split_source"] == "trace"
+    assert positive({"n": 1, "failed": 0, "min": row["measured_epoch_s"], "median": row["measured_epoch_s"],
+                     "max": row["measured_epoch_s"]}) > 0
+    assert row["error_ratio"] == (row["prediction"]["equal_epoch_s"] - row["measured_epoch_s"]) / row["measured_epoch_s"]
+    assert r["abs_error_max"] == abs(row["error_ratio"]) and r["meets_target"] in (True, False)
+
+
 def test_unknown_benchmark_is_a_one_line_usage_error() -> None:
     proc = perfkit("bench", "no-such-bench", timeout=60)
     assert proc.returncode == 2
