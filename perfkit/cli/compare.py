@@ -74,8 +74,11 @@ def compare_command(
     paths = [base, run]
     if verify:
         typer.echo(f"3/{total} verification: the equal-workers what-if, run as predicted")
-        paths.append(_verify(analysis, run, multi, opts, results_dir, quiet))
-        analysis = analyze(paths, results_dir, base.name)
+        try:
+            paths.append(_verify(analysis, run, multi, opts, results_dir, quiet))
+            analysis = analyze(paths, results_dir, base.name)
+        except UsageError as exc:  # cannot be realised here: the verdict says so, the two runs still count
+            analysis = replace(analysis, verdict=(*analysis.verdict, f"Not verified: {exc}."))
     typer.echo(f"{total}/{total} analysis")
     write_outputs(analysis, Format.table, None, html or default_html_path(results_dir), None, verdict_last=True)
 

@@ -1,0 +1,36 @@
+"""The configuration that realises the equal-workers what-if, as a cluster file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perfkit.analysis.verify import equal_cluster_toml
+from perfkit.cluster import load_cluster
+from perfkit.errors import UsageError
+
+META = {"cluster": {"hosts": [
+    {"name": "fast", "address": "10.213.0.2", "cores": 1.5, "workers": 1, "base_port": 20000},
+    {"name": "slow", "address": "10.213.0.3", "cores": 0.5, "workers": 1, "base_port": 20000,
+     "link": {"bandwidth_mbit": 100, "latency_ms": None, "loss_pct": None}}],
+    "declared": {"hosts": [
+        {"name": "fast", "address": "127.0.0.1", "cores": 3, "workers": 1, "base_port": 20000},
+        {"name": "slow", "address": "127.0.0.2", "cores": 1, "workers": 1, "base_port": 20000,
+         "link": {"bandwidth_mbit": 100, "latency_ms": None, "loss_pct": None}}]}}}
+
+
+def test_the_equal_cluster_keeps_the_declared_hosts_and_links_at_the_new_budgets(tmp_path: Path) -> None:
+    path = tmp_path / "verify.toml"
+    path.write_text(equal_cluster_toml(META, {"fast": 0.69, "slow": 0.69}, available=2.0))
+    spec = load_cluster(path)
+    assert [(h.name, h.address, h.cores) for h in spec.hosts] == [("fast", "127.0.0.1", 0.69),
+                                                                 ("slow", "127.0.0.2", 0.69)]
+    assert spec.cpu_budgets(2) == {"fast": 0.69, "slow": 0.69}, "budgets that fit are not scaled again"
+    assert spec.hosts[1].link is not None and spec.hosts[1].link.bandwidth_mbit == 100
+
+
+def test_a_configuration_larger_than_this_machine_is_refused_saying_so() -> None:
+    with pytest.raises(UsageError, match=r"needs 3.00 cores \(fast 1.50, slow 1.50\), more than this machine's 2: "
+                                         r"it cannot be realised here"):
+        equal_cluster_toml(META, {"fast": 1.5, "slow": 1.5}, available=2.0)
