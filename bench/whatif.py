@@ -38,6 +38,7 @@ def cluster_toml(hosts: list[tuple[str, float, int]], cores: float) -> str:
 def one(name: str, hosts: list[tuple[str, float, int]], args: argparse.Namespace, i: int) -> dict[str, Any]:
     from perfkit.analysis.analyze import analyze
     from perfkit.analysis.verify import equal_cluster_toml
+    from perfkit.errors import UsageError
     from perfkit.results import load_meta
     from perfkit.trainer.cpubudget import available_cores
 
@@ -61,7 +62,11 @@ def one(name: str, hosts: list[tuple[str, float, int]], args: argparse.Namespace
         return out
     budgets = {h: float(c) for h, c in (p.split("=") for p in row["equal_budgets"].split(", "))}
     equal_path = runs / f"{slug}-{i}-equal.toml"
-    equal_path.write_text(equal_cluster_toml(load_meta(Path(unequal.run_dir)), budgets, cores))
+    try:
+        equal_path.write_text(equal_cluster_toml(load_meta(Path(unequal.run_dir)), budgets, cores))
+    except UsageError as exc:  # e.g. equal workers would need more cores than this machine has
+        out["error"] = str(exc)
+        return out
     equal = perfkit_run(f"{name} equal #{i + 1}", [*base, "--cluster", str(equal_path)], runs, args.timeout)
     out["equal"] = equal.to_dict()
     if equal.error or equal.steady_epoch_s is None:
