@@ -38,6 +38,7 @@ def cluster_toml(hosts: list[tuple[str, float, int]], cores: float) -> str:
 def one(name: str, hosts: list[tuple[str, float, int]], args: argparse.Namespace, i: int) -> dict[str, Any]:
     from perfkit.analysis.analyze import analyze
     from perfkit.analysis.verify import equal_cluster_toml
+    from perfkit.analysis.whatif import parse_budgets
     from perfkit.errors import UsageError
     from perfkit.results import load_meta
     from perfkit.trainer.cpubudget import available_cores
@@ -60,7 +61,7 @@ def one(name: str, hosts: list[tuple[str, float, int]], args: argparse.Namespace
     if not isinstance(row["equal_budgets"], str):
         out["error"] = f"no what-if ({row['split_note']})"
         return out
-    budgets = {h: float(c) for h, c in (p.split("=") for p in row["equal_budgets"].split(", "))}
+    budgets = parse_budgets(row["equal_budgets"])
     equal_path = runs / f"{slug}-{i}-equal.toml"
     try:
         equal_path.write_text(equal_cluster_toml(load_meta(Path(unequal.run_dir)), budgets, cores))

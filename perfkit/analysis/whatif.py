@@ -65,6 +65,11 @@ def budgets_text(budgets: dict[str, float]) -> str:
     return ", ".join(f"{h}={c:.4g}" for h, c in budgets.items())
 
 
+def parse_budgets(text: str) -> dict[str, float]:
+    """Inverse of ``budgets_text`` (host names are sanitised ids: no '=' or ', ' in them)."""
+    return {h: float(c) for h, c in (part.split("=", 1) for part in text.split(", ") if part)}
+
+
 def calibrated_transfer(meta: dict[str, Any], split: StepSplit) -> float | None:
     """Seconds a balanced cluster's all-reduces take per step, from the workers' calibration; None without."""
     cals = [w.get("calibration") or {} for w in meta.get("workers") or []]
@@ -84,8 +89,8 @@ def trace_factor(record: RunRecord, split: StepSplit) -> float:
         return 1.0
     steps = final_attempt(record.steps)
     steps = steps[steps["epoch"] > steps["epoch"].min()] if steps["epoch"].nunique() > 1 else steps
-    traced = set(zip(split.steps["epoch"], split.steps["step"]))
-    mask = np.array([(e, s) in traced for e, s in zip(steps["epoch"], steps["step"])])
+    traced = pd.MultiIndex.from_arrays([split.steps["epoch"], split.steps["step"]])
+    mask = pd.MultiIndex.from_arrays([steps["epoch"], steps["step"]]).isin(traced)
     if not mask.any() or mask.all():
         return 1.0
     return float(steps.loc[~mask, "duration_s"].median() / steps.loc[mask, "duration_s"].median())

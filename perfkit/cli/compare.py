@@ -87,6 +87,7 @@ def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Pa
     """Run the configuration that realises the equal-workers what-if of ``run`` (same data and workload)."""
     from perfkit._atomic import atomic_write
     from perfkit.analysis.verify import equal_cluster_toml, prediction
+    from perfkit.analysis.whatif import parse_budgets
     from perfkit.cli.run import train_once
     from perfkit.cluster import load_cluster
     from perfkit.errors import UsageError
@@ -96,7 +97,7 @@ def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Pa
     row = next(analysis.runs[analysis.runs["run_id"] == run.name].itertuples(index=False))
     if not isinstance(row.equal_budgets, str) or not row.equal_budgets or row.equal_epoch_s != row.equal_epoch_s:
         raise UsageError(f"--verify: {run.name} has no equal-workers what-if to verify ({row.split_note})")
-    budgets = {h: float(c) for h, c in (part.split("=") for part in row.equal_budgets.split(", "))}
+    budgets = parse_budgets(row.equal_budgets)
     text = equal_cluster_toml(load_meta(run), budgets, float(len(available_cores())))
     path = run / "verify-cluster.toml"
     atomic_write(path, lambda f: f.write(text.encode()))
