@@ -35,6 +35,8 @@ class HostEnv:
     janitor: Janitor
     unenforced: str | None = None  # why the budgets are not enforced (--allow-unenforced)
     reads: dict[int, dict[str, Any]] = field(default_factory=dict)  # per worker: what it really got
+    emulate: bool = False
+    pin: bool = True
 
     @classmethod
     def setup(cls, cluster: ClusterSpec, local: tuple[int, ...], part: str | None, emulate: bool, pin: bool,
@@ -62,7 +64,7 @@ class HostEnv:
                 sandbox.close()
             janitor.close()
             raise
-        return cls(runtime, placements, budgets, quota, sandbox, janitor, unenforced)
+        return cls(runtime, placements, budgets, quota, sandbox, janitor, unenforced, emulate=emulate, pin=pin)
 
     def wrap(self, index: int) -> list[str]:
         return self.sandbox.wrap(self.cluster.workers[index].host)
@@ -84,7 +86,8 @@ class HostEnv:
         self.janitor.close()
         return left
 
-    def budget_meta(self, emulate: bool, pin: bool) -> dict[str, Any]:
+    def budget_meta(self) -> dict[str, Any]:
+        emulate, pin = self.emulate, self.pin
         if emulate:
             mechanism = self.quota.mechanism if self.quota.enabled else \
                 "affinity+thread-caps" if not self.unenforced else "unenforced"

@@ -8,7 +8,6 @@ run lands in ``<run-id>--<host>`` so parts copied from several hosts sit side by
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -74,7 +73,7 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
     try:
         _warn(env, observer)
         run = RunDir.create(results_dir, dir_name, {**_meta(cfg, opts, env, rid, data_info), **(extra_meta or {})})
-        # Temporary folders that outlive no exit path (the janitor removes them even after a SIGKILL).
+        # Temporary folders, removed on every exit path (by the janitor, so even after a SIGKILL).
         env.janitor.register("glob", run.path / "tensorboard" / ".capture-*")
         env.janitor.register("dir", run.path / "backup")
         return _launch(cfg, opts, run, env, observer, results_dir)
@@ -136,16 +135,13 @@ def _finish(run: RunDir, cfg: RunConfig, env: HostEnv, launcher: Launcher, sampl
     sampled = sampler.stop()
     run.write_frame("cpu.parquet", sampled.cpu)
     run.write_frame("system.parquet", sampled.system)
-    run.update(cluster={**run.meta["cluster"], "cpu_budget": env.budget_meta(run.meta["cluster"]["emulated"],
-                                                                             run.meta["cluster"]["pinned"])})
+    run.update(cluster={**run.meta["cluster"], "cpu_budget": env.budget_meta()})
     status = "complete" if failure is None else failure.status
     workers = launcher.worker_records()
     run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
                failure=failure.details if failure else None, workers=workers)
-    for leftover in (run.path / "tensorboard").glob(".capture-*"):  # a capture its worker died in
+    for leftover in (run.path / "tensorboard").glob(".capture-*"):  # before the captures are recorded
         shutil.rmtree(leftover, ignore_errors=True)
-    with contextlib.suppress(OSError):  # BackupAndRestore empties it when training completes
-        (run.path / "backup").rmdir()
     finish_traces(run, cfg, _captures(workers, restarts))
 
 
@@ -199,7 +195,7 @@ def _meta(cfg: RunConfig, opts: MultiOptions, env: HostEnv, run_id: str, data_in
         "cluster": {**env.cluster.to_dict(), "num_workers": env.cluster.num_workers,
                     "local_workers": list(opts.local_workers), "emulated": opts.emulate, "pinned": opts.pin,
                     "declared": opts.cluster.to_dict() if env.cluster != opts.cluster else None,
-                    "cpu_budget": env.budget_meta(opts.emulate, opts.pin)},
+                    "cpu_budget": env.budget_meta()},
         "network": env.sandbox.to_dict(),
         "versions": versions(), "machine": machine_info(), "command_started_wall_ns": command_started_ns(),
     }
