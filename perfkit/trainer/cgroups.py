@@ -15,13 +15,25 @@ tightest quota on the way from it to the root, and its affinity mask.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-PERIOD_US = 100_000
+# CFS hands a group its quota once per period. The kernel's default 100 ms lets a multi-threaded worker
+# burn a 0.4-core budget in a 20 ms burst and then stand still for 80 ms: a step's time then depends on
+# where it falls in the period, and the synchronous step waits for whichever worker was frozen. A real
+# slower host is slow evenly, so the period is short; it grows only where the quota would fall under the
+# kernel's 1 ms minimum (a budget under 0.1 core).
+PERIOD_US = 10_000
+MIN_QUOTA_US = 1_000
+MAX_PERIOD_US = 1_000_000
+
+
+def period_for(cores: float) -> int:
+    return min(MAX_PERIOD_US, max(PERIOD_US, math.ceil(MIN_QUOTA_US / cores))) if cores > 0 else MAX_PERIOD_US
 _OWNED = re.compile(r"^(\d+)-")
 
 
@@ -154,15 +166,16 @@ class CpuQuota:
         self.groups[host] = group
         if self.on_create is not None:
             self.on_create(group)
-        quota = max(1000, int(cores * PERIOD_US))
+        period = period_for(cores)
+        quota = max(MIN_QUOTA_US, int(cores * period))
         if self.mechanism == "cgroup-v2":
             if not self.fs.exists(group / "cpu.max"):
                 raise _Refused(f"{group} has no cpu.max although cpu is enabled above it")
-            self.fs.write(group / "cpu.max", f"{quota} {PERIOD_US}")
+            self.fs.write(group / "cpu.max", f"{quota} {period}")
         else:
-            self.fs.write(group / "cpu.cfs_period_us", str(PERIOD_US))
+            self.fs.write(group / "cpu.cfs_period_us", str(period))
             self.fs.write(group / "cpu.cfs_quota_us", str(quota))
-        self.limits[host] = quota / PERIOD_US
+        self.limits[host] = quota / period
 
     def add(self, host: str, pid: int) -> None:
         group = self.groups.get(host)

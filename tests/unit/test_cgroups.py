@@ -36,7 +36,7 @@ def test_v2_enables_cpu_down_to_perfkits_groups_and_reads_back_the_quota(tmp_pat
     assert "cpu" not in (tmp_path / "cgroup.subtree_control").read_text(), "the bug: nothing had enabled it"
     assert quota.prepare(BLOG)
     group = tmp_path / "perfkit" / "100-run1-tensor102"
-    assert (group / "cpu.max").read_text() == "40000 100000\n" and made == list(quota.groups.values())
+    assert (group / "cpu.max").read_text() == "4000 10000\n" and made == list(quota.groups.values())
     assert quota.to_dict()["cpu_enabled_in"] == [str(tmp_path), str(tmp_path / "perfkit")]
     fs.spawn(201, affinity=[0, 1])
     quota.add("tensor102", 201)
@@ -67,7 +67,7 @@ def test_v1_writes_cfs_quota_and_read_back_takes_the_tightest_ancestor(tmp_path:
     quota = _quota(fs)
     assert quota.mechanism == "cgroup-v1" and quota.prepare(BLOG)
     group = tmp_path / "cpu" / "perfkit" / "100-run1-tensor101"
-    assert (group / "cpu.cfs_quota_us").read_text() == "160000\n"
+    assert (group / "cpu.cfs_quota_us").read_text() == "16000\n" and (group / "cpu.cfs_period_us").read_text() == "10000\n"
     (tmp_path / "cpu" / "perfkit" / "cpu.cfs_quota_us").write_text("50000\n")  # someone capped perfkit's parent
     fs.spawn(300)
     quota.add("tensor101", 300)
@@ -114,3 +114,12 @@ def test_whole_core_budgets_are_enforceable_by_affinity(tmp_path: Path) -> None:
     (tmp_path / "c.toml").write_text(text)
     spec = load_cluster(tmp_path / "c.toml")
     assert cpubudget.unenforceable(spec, spec.cpu_budgets(2)) is None
+
+
+def test_the_period_is_short_and_grows_only_to_keep_the_quota_above_the_kernels_minimum() -> None:
+    from perfkit.trainer.cgroups import MIN_QUOTA_US, PERIOD_US, period_for
+
+    assert period_for(0.4) == PERIOD_US == 10_000
+    assert period_for(1.5) == PERIOD_US
+    assert period_for(0.05) == 20_000 and 0.05 * period_for(0.05) >= MIN_QUOTA_US
+    assert period_for(0.0001) == 1_000_000
