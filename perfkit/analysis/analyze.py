@@ -22,29 +22,11 @@ from perfkit.analysis.load import LoadedRun
 from perfkit.analysis.select import Selection, describe_data, load_and_select
 from perfkit.analysis.stragglers import StragglerFigures, estimate_split, stragglers, trace_split
 from perfkit.analysis.summary import cpu_table_of, epoch_table, summarize, training_window
+from perfkit.analysis.result import Analysis
+from perfkit.analysis.verdict import verdict
 from perfkit.analysis.verify import verification_table
-from perfkit.analysis.whatif import EMPTY_ROW, equal_workers
+from perfkit.analysis.whatif import EMPTY_ROW, PLACEMENT_EMPTY, StepModel, equal_workers, placement_row
 from perfkit.results import RunRecord
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """Every figure, as tables keyed by run_id. Missing figures are NaN/None, never made up."""
-
-    baseline_id: str | None
-    baseline_note: str
-    runs: pd.DataFrame  # one row per analysed run (the CSV table)
-    epochs: pd.DataFrame  # per run and epoch: times, samples/s, metrics (convergence)
-    workers: pd.DataFrame  # per run and worker: steps, step-time spread, CPU, memory, split, stragglers
-    processes: pd.DataFrame  # per run and process: CPU% mean/p95, CPU-seconds, peak RSS, threads
-    hosts: pd.DataFrame  # per run and host: CPU% mean/p95 and as a share of the host's budget
-    placement: pd.DataFrame  # per run and host: capacity share, workers now / proportional / proposed
-    cpu_timeline: pd.DataFrame  # per run and process: CPU% against seconds since the first step
-    ops: pd.DataFrame  # per run: top traced ops by self time
-    excluded: pd.DataFrame  # run_id, path, reason
-    verifications: pd.DataFrame  # per verification run: the what-if it ran, predicted vs measured
-    warnings: tuple[str, ...]
-    verdict: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -65,7 +47,6 @@ def analyze(paths: Sequence[Path] | None, results_dir: Path, baseline_id: str | 
 
 
 def analyze_selection(sel: Selection) -> Analysis:
-    from perfkit.analysis.verdict import verdict
 
     baseline_id = sel.baseline.run_id if sel.baseline else None
     figures = [run_figures(run, run.run_id == baseline_id) for run in sel.runs]
@@ -95,7 +76,8 @@ RUN_COLUMNS = [
     "slowest_speed_score", "others_wait_share", "equal_step_ratio", "equal_epoch_s", "equal_epoch_lo_s",
     "equal_epoch_hi_s", "equal_step_s", "equal_transfer_s", "equal_transfer_source", "equal_val_s", "equal_budgets",
     "equal_assumptions", "placement_hosts",
-    "placement_now", "placement_proposed", "compute_now_s", "compute_proposed_s", "largest_term", "transfer_share",
+    "placement_now", "placement_proposed", "compute_now_s", "compute_proposed_s", "placement_epoch_s",
+    "placement_epoch_lo_s", "placement_epoch_hi_s", "placement_assumptions", "largest_term", "transfer_share",
     "links",
 ]
 RELATIVE_COLUMNS = ["speedup", "speedup_fit", "efficiency", "efficiency_fit", "cpu_cost_vs_baseline",
@@ -126,7 +108,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         "cpu_s": cpu_s, "cpu_s_per_1k_samples": cpu_s / samples * 1000 if samples else math.nan,
         "rss_peak_max_bytes": float(workers["rss_peak_bytes"].max()) if not workers.empty else math.nan,
         **_last_metrics(epochs), **_straggler_row(strag, rec.meta),
-        **(_equal_row(split, rec, epochs) if strag is not None else EMPTY_ROW),
+        **(_what_if_row(split, strag, rec, epochs) if strag is not None else EMPTY_ROW | PLACEMENT_EMPTY),
     }
     tag = {"run_id": run.run_id}
     return _RunFigures(
@@ -152,9 +134,13 @@ def _epoch_rows(rec: RunRecord, epochs: pd.DataFrame) -> pd.DataFrame:
     return epochs.assign(end_s=(ep0["t_end_ns"].to_numpy() - window[0]) / 1e9)
 
 
-def _equal_row(split: Any, rec: RunRecord, epochs: pd.DataFrame) -> dict[str, Any]:
-    what = equal_workers(split, rec, epochs, cpu_fig.worker_hosts(rec.meta), cpu_fig.host_budgets(rec.meta))
-    return what.to_row() if what is not None else EMPTY_ROW
+def _what_if_row(split: Any, strag: StragglerFigures, rec: RunRecord, epochs: pd.DataFrame) -> dict[str, Any]:
+    model = StepModel.of(split, rec, epochs)
+    if model is None:
+        return EMPTY_ROW | PLACEMENT_EMPTY
+    what = equal_workers(model, split, cpu_fig.worker_hosts(rec.meta), cpu_fig.host_budgets(rec.meta))
+    moved = not strag.placement.empty and (strag.placement["workers_proposed"] != strag.placement["workers_now"]).any()
+    return what.to_row() | (placement_row(model, strag.compute_proposed_s) if moved else PLACEMENT_EMPTY)
 
 
 def _straggler_row(strag: StragglerFigures | None, meta: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from perfkit.analysis.analyze import Analysis
+    from perfkit.analysis.result import Analysis
 
 MIB = 2**20
 

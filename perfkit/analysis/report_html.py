@@ -20,7 +20,7 @@ from perfkit._atomic import atomic_write
 from perfkit.analysis.report_console import MIB, fmt
 
 if TYPE_CHECKING:
-    from perfkit.analysis.analyze import Analysis
+    from perfkit.analysis.result import Analysis
 
 _STAMP = re.compile(r"^\d{8}T\d{6}Z-")
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}

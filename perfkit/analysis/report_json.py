@@ -19,7 +19,7 @@ from perfkit._atomic import atomic_write
 from perfkit.analysis.verify import HELD_WITHIN
 
 if TYPE_CHECKING:
-    from perfkit.analysis.analyze import Analysis
+    from perfkit.analysis.result import Analysis
 
 FORMAT_VERSION = 1
 _STEP = "per step, mean over the compared steps"
@@ -59,8 +59,8 @@ KEYS: dict[str, dict[str, str]] = {
         "equal_step_ratio": "sum over the compared steps of the old step model (median busy + the run's own "
         "transfer + median input) / actual, kept for comparison",
         "equal_epoch_s": "what-if steady epoch with every worker at the median worker's speed: steps per epoch x "
-        "mean predicted step + time outside steps + validation scaled by median / slowest compute "
-        "(analysis/whatif.py)", "equal_epoch_lo_s": "lower end of its 95% interval (from the step-to-step "
+        "mean predicted step (the median worker's compute x the step's slowest-of-N variation x the trace "
+        "correction + transfer + input) + time outside steps + validation scaled like a step (analysis/whatif.py)", "equal_epoch_lo_s": "lower end of its 95% interval (from the step-to-step "
         "spread)", "equal_epoch_hi_s": "upper end", "equal_step_s": "mean predicted step",
         "equal_transfer_s": "all-reduce seconds per step a balanced cluster would pay",
         "equal_transfer_source": "calibration (the workers' all-reduce calibration after training) or run "
@@ -71,6 +71,9 @@ KEYS: dict[str, dict[str, str]] = {
         "placement_now": "workers per host now, ':'-separated", "placement_proposed": "workers per host by measured "
         "speed", "compute_now_s": "slowest worker's compute per step, placement model, now",
         "compute_proposed_s": "the same with the proposed placement",
+        "placement_epoch_s": "what-if steady epoch with the proposed placement (only when it moves a worker): the "
+        "equal-workers model at compute_proposed_s", "placement_epoch_lo_s": "lower end of its 95% interval",
+        "placement_epoch_hi_s": "upper end", "placement_assumptions": "its assumptions in one line",
         "largest_term": "the largest of compute, transfer, wait and input in the workers' mean step",
         "transfer_share": "mean transfer per step / mean step time, over the workers",
         "links": "the emulated hosts' shaped links as applied (host rate/delay/loss, ', '-separated); null: "
@@ -138,7 +141,8 @@ KEYS: dict[str, dict[str, str]] = {
     "excluded": {"run_id": "run id", "path": "its directory (parts comma-separated)", "reason": "why it was left out"},
     "verifications": {
         "run_id": "the run whose what-if was verified", "verified_by": "the run that realised it",
-        "what": "which what-if (equal workers)", "budgets": "per host, the CPU budget the verification ran with",
+        "what": "which what-if (equal workers, or placement)", "budgets": "per host, the CPU budget the verification ran with",
+        "placement": "workers per host it ran with, for a placement what-if (null: as the verified run)",
         "predicted_epoch_s": "the steady epoch predicted (recorded before the verification ran)",
         "predicted_lo_s": "its 95% interval, lower end", "predicted_hi_s": "upper end",
         "measured_epoch_s": "the verification run's steady epoch", "error": "(predicted - measured) / measured",

@@ -17,10 +17,11 @@ Definitions (docs/figures.md), for step s and worker w:
 - the straggler of step s is the worker with the largest busy time; straggler share = fraction of steps
   each worker was the straggler; speed score(w) = median over s of min-over-workers busy / median over s
   of busy(w); flagged when < 0.75; straggler cost = total wait / total worker step time;
-- what-if "equal workers": step(s) = median over w of busy + transfer(s) + median over w of input;
-- what-if "placement": host capacity = sum over its workers of 1 / median busy (work per second, if the
-  host's throughput is shared by its workers); workers are placed one by one on the host where the
-  slowest worker's busy time (workers / capacity) stays smallest.
+- what-if "equal workers" (the old step model, kept as equal_step_ratio): step(s) = median over w of busy
+  + transfer(s) + median over w of input; the epoch what-if is analysis/whatif.py;
+- what-if "placement": workers are placed one by one on the host where the slowest worker's compute stays
+  smallest (``_host_costs``: on emulated hosts from the work per step and each host's budget, on real hosts
+  from the host's measured throughput, sum over its workers of 1 / median busy, shared by its workers).
 
 Only steps recorded for every worker are compared. Analysers only compute; rendering is elsewhere.
 """
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -176,7 +178,9 @@ def stragglers(split: StepSplit, record: RunRecord) -> StragglerFigures:
     table = _worker_table(df, float(per_step["min_busy"].median()), len(per_step))
     predicted = per_step["median_busy"] + per_step["transfer"] + per_step["median_input"].fillna(0.0)
     actual = per_step["median_step"].sum()
-    placement, now, proposed = _placement(table, worker_hosts(record.meta))
+    same_cores = bool((record.meta.get("cluster") or {}).get("emulated"))
+    placement, now, proposed = _placement(table, worker_hosts(record.meta),
+                                          host_budgets(record.meta) if same_cores else {})
     slowest = int(table.sort_values(["straggler_share", "speed_score"], ascending=[False, True])["worker"].iloc[0])
     others = df[df["worker"] != slowest]
     return StragglerFigures(
@@ -205,8 +209,44 @@ def _worker_table(df: pd.DataFrame, median_min_busy: float, steps: int) -> pd.Da
     return out.reset_index()[WORKER_COLUMNS]
 
 
-def _placement(table: pd.DataFrame, hosts: dict[int, str]) -> tuple[pd.DataFrame, float, float]:
-    """Workers per host proportional to measured capacity, and the placement minimising the slowest."""
+def allowances(busy_w: pd.Series, host_of: dict[int, str], budgets: dict[str, float]) -> pd.Series:
+    """Per worker: its host's CPU budget shared by the host's workers (NaN where the host has none)."""
+    hosts = busy_w.index.map(lambda w: host_of.get(int(w), "?"))
+    counts = pd.Series(hosts).value_counts()
+    return pd.Series([budgets.get(h, math.nan) / counts.get(h, 1) for h in hosts], index=busy_w.index, dtype=float)
+
+
+def work_per_step(busy_w: pd.Series, host_of: dict[int, str], budgets: dict[str, float]) -> float | None:
+    """Core-seconds of compute one worker's step takes. Every worker does the same work per step (same
+    model, same local batch); it is measured where a worker is held by its budget to at most one core (one
+    TF thread), as allowance x busy, median over those workers. A worker with more than a core runs several
+    threads, whose core-seconds are not one thread's, so it does not measure the work. None without such a
+    worker."""
+    share = allowances(busy_w, host_of, budgets)
+    work = (share * busy_w)[share <= 1.0]
+    return float(work.median()) if not work.empty else None
+
+
+def _host_costs(busy: pd.Series, host_of: pd.Index, budgets: dict[str, float]) -> dict[str, Any]:
+    """Per host, n -> the compute time per step of each of n workers placed there. Hosts emulated on one
+    machine's cores (``budgets`` given) with a measured work per step: work / min(budget / n, the most
+    cores a worker was seen to use), because a worker given more cores than it can keep busy is not faster
+    (one worker on a 1.5-core host used ~1 core in bench whatif; two there each ran at 0.75). Otherwise
+    (real hosts, whose cores differ): the host's measured throughput (sum of 1 / busy over its workers)
+    shared by its n workers."""
+    hosts = dict(zip(busy.index, host_of))
+    capacity = (1.0 / busy).groupby(host_of).sum()
+    work = work_per_step(busy, hosts, budgets) if budgets and all(h in budgets for h in capacity.index) else None
+    if work is None:
+        return {h: (lambda n, c=float(capacity[h]): n / c) for h in capacity.index}
+    used = float((work / busy).max())
+    return {h: (lambda n, b=budgets[h]: work / min(b / n, used)) for h in capacity.index}
+
+
+def _placement(table: pd.DataFrame, hosts: dict[int, str],
+               budgets: dict[str, float]) -> tuple[pd.DataFrame, float, float]:
+    """Workers per host proportional to measured capacity, and the placement minimising the slowest
+    (``budgets``: emulated hosts' CPU budgets, empty for real hosts)."""
     busy = pd.Series(table.set_index("worker")["compute_median_s"])
     if not hosts or busy.isna().any() or (busy <= 0).any():
         return pd.DataFrame(columns=PLACEMENT_COLUMNS), math.nan, math.nan
@@ -214,15 +254,18 @@ def _placement(table: pd.DataFrame, hosts: dict[int, str]) -> tuple[pd.DataFrame
     capacity = (1.0 / busy).groupby(host_of).sum()
     if len(capacity) < 2:
         return pd.DataFrame(columns=PLACEMENT_COLUMNS), math.nan, math.nan
+    cost = _host_costs(busy, host_of, budgets)
     now = pd.Series(host_of).value_counts().reindex(capacity.index, fill_value=0)
     total = int(now.sum())
     proposed = dict.fromkeys(capacity.index, 0)
-    for _ in range(total):  # greedy min-max: optimal for this objective
-        host = min(capacity.index, key=lambda h: ((proposed[h] + 1) / capacity[h], h))
+    for _ in range(total):  # greedy min-max over non-decreasing costs: optimal for this objective
+        host = min(capacity.index, key=lambda h: (cost[h](proposed[h] + 1), h))
         proposed[host] += 1
+    now_s = max(cost[h](int(n)) for h, n in now.items() if n)
+    proposed_s = max(cost[h](n) for h, n in proposed.items() if n)
+    if proposed_s >= now_s * 0.99:  # a move that gains under 1% is noise, not advice
+        proposed, proposed_s = {h: int(n) for h, n in now.items()}, now_s
     out = pd.DataFrame({"host": capacity.index, "capacity_share": (capacity / capacity.sum()).to_numpy(),
                         "workers_now": now.to_numpy(), "workers_proportional": (capacity / capacity.sum() * total)
                         .to_numpy(), "workers_proposed": [proposed[h] for h in capacity.index]})
-    now_s = float((now / capacity).max())
-    prop = pd.Series(proposed)
-    return out, now_s, float((prop / capacity).max())
+    return out, now_s, proposed_s

@@ -15,7 +15,7 @@ from perfkit.analysis.stragglers import FLAG_BELOW
 from perfkit.analysis.verify import verification_lines
 
 if TYPE_CHECKING:
-    from perfkit.analysis.analyze import Analysis
+    from perfkit.analysis.result import Analysis
 
 
 def ok(value: Any) -> bool:
@@ -185,9 +185,13 @@ def _placement_line(row: Any, a: Analysis, est: str) -> str:
     none = f" {', '.join(empty)} would get no worker." if empty else ""
     cut = (f" would cut the slowest worker's compute per step from ~{row.compute_now_s:.2f} s to "
            f"~{row.compute_proposed_s:.2f} s" if ok(row.compute_now_s) and ok(row.compute_proposed_s) else "")
+    epoch = getattr(row, "placement_epoch_s", math.nan)
+    if ok(epoch):
+        cut += (f" and a steady epoch to ~{epoch:.1f} s (95% interval {row.placement_epoch_lo_s:.1f}–"
+                f"{row.placement_epoch_hi_s:.1f} s)")
     return _estimated(f"Placing workers {row.placement_proposed} ({hosts}) by measured host speed instead of "
                       f"{row.placement_now} (proportional shares {shares}){cut}, if each host's measured "
-                      f"throughput is shared by its workers.", est) + none
+                      f"throughput is shared by its workers (otherwise as assumed above).", est) + none
 
 
 def _cpu_lines(row: Any, base: Any, a: Analysis) -> list[str]:

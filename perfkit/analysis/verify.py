@@ -1,8 +1,9 @@
-"""Checking the what-if by running it: the configuration that realises "equal workers" on this machine,
-and the table of predicted against measured.
+"""Checking the what-ifs by running them: the configuration that realises "equal workers" (every host at
+the budget that gives its workers the median speed) or "placement" (the proposed workers per host at the
+budgets the run had) on this machine, and the table of predicted against measured.
 
 A verification run is an ordinary multi run whose run.json carries ``verifies``: the run it checks, what
-was predicted (written before it ran) and the budgets it was given. Any analysis that holds it pairs the two.
+was predicted (written before it ran), the budgets and placement it was given. Any analysis that holds it pairs the two.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pandas as pd
 from perfkit.errors import UsageError
 
 HELD_WITHIN = 0.10  # |error| at most this: the prediction held
-VERIFY_COLUMNS = ["run_id", "verified_by", "what", "budgets", "predicted_epoch_s", "predicted_lo_s",
+VERIFY_COLUMNS = ["run_id", "verified_by", "what", "budgets", "placement", "predicted_epoch_s", "predicted_lo_s",
                   "predicted_hi_s", "measured_epoch_s", "error", "held", "transfer_source"]
 
 
@@ -23,32 +24,57 @@ def equal_cluster_toml(meta: dict[str, Any], budgets: dict[str, float], availabl
     """The run's emulated cluster with each host at the budget that realises the what-if, as a cluster file
     (cores are this machine's: the budgets are not scaled again when they fit). UsageError when they do
     not fit here."""
+    return _cluster_toml(meta, budgets, None, available, "the equal-workers configuration")
+
+
+def placement_cluster_toml(meta: dict[str, Any], budgets: dict[str, float], workers: dict[str, int],
+                           available: float) -> str:
+    """The run's emulated cluster at the budgets it ran with (``budgets``, as applied), with ``workers`` per
+    host; a host given none is left out."""
+    return _cluster_toml(meta, budgets, workers, available, "the proposed placement")
+
+
+def _cluster_toml(meta: dict[str, Any], budgets: dict[str, float], workers: dict[str, int] | None,
+                  available: float, what: str) -> str:
     cluster = meta.get("cluster") or {}
     declared = cluster.get("declared") or cluster
     total = sum(budgets.values())
     if not budgets or total > available + 1e-9:
         need = f"{total:.2f} cores" if budgets else "no budgets"
-        raise UsageError(f"--verify: the equal-workers configuration needs {need} ({_text(budgets)}), more than "
+        raise UsageError(f"--verify: {what} needs {need} ({_text(budgets)}), more than "
                          f"this machine's {available:g}: it cannot be realised here")
     out = []
     for h in declared.get("hosts") or []:
+        n = int(h["workers"]) if workers is None else int(workers.get(h["name"], 0))
+        if n == 0:
+            continue
         out.append(f'[[hosts]]\nname = "{h["name"]}"\naddress = "{h["address"]}"\ncores = {budgets[h["name"]]:.4f}\n'
-                   f'workers = {int(h["workers"])}\nbase_port = {int(h["base_port"])}\n')
+                   f'workers = {n}\nbase_port = {int(h["base_port"])}\n')
         link = {k: v for k, v in (h.get("link") or {}).items() if v is not None}
         if link:
             out.append("link = { " + ", ".join(f"{k} = {v:g}" for k, v in link.items()) + " }\n")
     return "".join(out)
 
 
+def proposed_workers(row: Any) -> dict[str, int]:
+    """The placement what-if's workers per host, from the analysis row ("a:b" hosts, "4:0" workers)."""
+    return dict(zip(str(row.placement_hosts).split(":"), map(int, str(row.placement_proposed).split(":"))))
+
+
 def _text(budgets: dict[str, float]) -> str:
     return ", ".join(f"{h} {c:.2f}" for h, c in budgets.items())
 
 
-def prediction(row: Any) -> dict[str, Any]:
+def prediction(row: Any, what: str = "equal workers", budgets: str | None = None) -> dict[str, Any]:
     """What a verification run records in ``verifies``, from the predicted run's analysis row."""
-    return {"run_id": row.run_id, "what": "equal workers", "predicted_epoch_s": float(row.equal_epoch_s),
+    if what == "placement":
+        return {"run_id": row.run_id, "what": what, "predicted_epoch_s": float(row.placement_epoch_s),
+                "predicted_lo_s": float(row.placement_epoch_lo_s), "predicted_hi_s": float(row.placement_epoch_hi_s),
+                "budgets": budgets, "placement": f"{row.placement_proposed} ({row.placement_hosts})",
+                "transfer_source": row.equal_transfer_source}
+    return {"run_id": row.run_id, "what": what, "predicted_epoch_s": float(row.equal_epoch_s),
             "predicted_lo_s": float(row.equal_epoch_lo_s), "predicted_hi_s": float(row.equal_epoch_hi_s),
-            "budgets": row.equal_budgets, "transfer_source": row.equal_transfer_source}
+            "budgets": row.equal_budgets, "placement": None, "transfer_source": row.equal_transfer_source}
 
 
 def verification_table(metas: dict[str, dict[str, Any]], runs: pd.DataFrame) -> pd.DataFrame:
@@ -63,7 +89,7 @@ def verification_table(metas: dict[str, dict[str, Any]], runs: pd.DataFrame) -> 
         predicted = float(v.get("predicted_epoch_s", math.nan))
         error = (predicted - measured) / measured if measured and math.isfinite(measured) else math.nan
         rows.append({"run_id": v.get("run_id"), "verified_by": run_id, "what": v.get("what"),
-                     "budgets": v.get("budgets"), "predicted_epoch_s": predicted,
+                     "budgets": v.get("budgets"), "placement": v.get("placement"), "predicted_epoch_s": predicted,
                      "predicted_lo_s": v.get("predicted_lo_s"), "predicted_hi_s": v.get("predicted_hi_s"),
                      "measured_epoch_s": measured, "error": error,
                      "held": bool(abs(error) <= HELD_WITHIN) if math.isfinite(error) else None,
@@ -79,7 +105,8 @@ def verification_lines(table: pd.DataFrame) -> list[str]:
             continue
         held = ("the prediction held" if r.held else
                 f"the prediction did not hold (|error| > {HELD_WITHIN:.0%})")
-        out.append(f"Verified by running it ({r.verified_by}, budgets {r.budgets}): {r.what} predicted a steady "
+        placed = f", workers {r.placement}" if isinstance(r.placement, str) and r.placement else ""
+        out.append(f"Verified by running it ({r.verified_by}, budgets {r.budgets}{placed}): {r.what} predicted a steady "
                    f"epoch of {r.predicted_epoch_s:.1f} s, measured {r.measured_epoch_s:.1f} s, error "
                    f"{r.error:+.1%}: {held}.")
     return out

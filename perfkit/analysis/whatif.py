@@ -1,10 +1,15 @@
 """What-if "equal workers": the steady epoch a cluster would take if every worker computed at the median
 worker's measured speed, built from per-step predictions (docs/figures.md, "what-if").
 
-For each compared step s (traced, or estimated from CPU-seconds):
+For each compared step s (traced, or estimated from CPU-seconds), with m the median over workers of each
+worker's median busy time:
 
-    step'(s) = median_w busy(w,s) * r  +  transfer'  +  median_w input(w,s) * r
+    step'(s) = m * jitter(s) * r  +  transfer'  +  median_w input(w,s) * r,
+    jitter(s) = max_w busy(w,s) / median_s' busy(w,s')
 
+- ``jitter`` keeps each worker's own step-to-step variation: a synchronous step waits for the slowest of N
+  workers, so N equal workers take longer than one of them at its median (measured here: 4 equal workers
+  at ~0.5 core each, the slowest 5-10% above the median worker, every step);
 - ``r`` undoes the trace's own cost: the median callback time of the run's untraced steady steps over
   that of the traced ones (1 for an estimate, whose steps are untraced);
 - ``transfer'`` is what a balanced cluster pays per step for its all-reduces: the smaller of two upper
@@ -13,12 +18,15 @@ For each compared step s (traced, or estimated from CPU-seconds):
   inside a throttled budget. (b) The workers' calibration after training (``trainer/calibrate.py``): one
   all-reduce of the gradients plus K of one float, K being the traced collectives per step less the
   gradients' one, too large because in a step the scalar all-reduces partly run under the small ops
-  between them. On this 2-core machine (bench whatif) (a) was the smaller in most runs.
+  between them. Since CPU budgets use a 10 ms CFS period (``trainer/cgroups.py``) (a) matched the
+  balanced run's own transfer within 10 ms on every cluster of bench whatif.
 
-The steady epoch is then ``steps_per_epoch * mean_s step'(s)`` plus the epoch's time outside steps (as
-measured, median over steady epochs) plus validation. Validation is synchronous too and waits for the
-slowest worker: it is scaled by median busy / slowest worker's busy. The interval is the 95% interval of
-the mean step, from the step-to-step spread. The same step model gives the placement what-if.
+The steady epoch is then ``steps_per_epoch * mean_s step'(s)`` (steps more than 5 MADs above the median
+left out) plus the epoch's time outside steps (as measured, median over steady epochs) plus validation.
+Validation is synchronous too and waits for the slowest worker: it is scaled by m x the median jitter /
+the slowest worker's median busy. The interval is the 95% interval of the mean step, from the step-to-step
+spread. The placement what-if is the same model at the compute time of the proposed placement's slowest
+host.
 """
 
 from __future__ import annotations
@@ -30,35 +38,44 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfkit.analysis.stragglers import STEP_KEY, StepSplit
+from perfkit.analysis.stragglers import STEP_KEY, StepSplit, allowances, work_per_step
 from perfkit.analysis.summary import final_attempt
 from perfkit.results import RunRecord
 
 
 @dataclass(frozen=True)
-class EqualWorkers:
+class Prediction:
+    """A what-if's steady epoch: the mean predicted step's, with the 95% interval of that mean."""
+
     epoch_s: float
     epoch_lo_s: float
     epoch_hi_s: float
     step_s: float  # mean predicted step
+    val_s: float
+
+
+@dataclass(frozen=True)
+class EqualWorkers:
+    predicted: Prediction
     transfer_s: float
     transfer_source: str  # "calibration" or "run"
-    val_s: float
     trace_factor: float  # r
     budgets: dict[str, float]  # per host: the budget that gives its workers the median speed
     assumptions: str
 
     def to_row(self) -> dict[str, Any]:
-        return {"equal_epoch_s": self.epoch_s, "equal_epoch_lo_s": self.epoch_lo_s,
-                "equal_epoch_hi_s": self.epoch_hi_s, "equal_step_s": self.step_s,
-                "equal_transfer_s": self.transfer_s, "equal_transfer_source": self.transfer_source,
-                "equal_val_s": self.val_s, "equal_budgets": budgets_text(self.budgets),
-                "equal_assumptions": self.assumptions}
+        p = self.predicted
+        return {"equal_epoch_s": p.epoch_s, "equal_epoch_lo_s": p.epoch_lo_s, "equal_epoch_hi_s": p.epoch_hi_s,
+                "equal_step_s": p.step_s, "equal_transfer_s": self.transfer_s,
+                "equal_transfer_source": self.transfer_source, "equal_val_s": p.val_s,
+                "equal_budgets": budgets_text(self.budgets), "equal_assumptions": self.assumptions}
 
 
 EMPTY_ROW = {k: math.nan for k in ("equal_epoch_s", "equal_epoch_lo_s", "equal_epoch_hi_s", "equal_step_s",
                                    "equal_transfer_s", "equal_val_s")} | {
     "equal_transfer_source": None, "equal_budgets": None, "equal_assumptions": None}
+PLACEMENT_EMPTY = {"placement_epoch_s": math.nan, "placement_epoch_lo_s": math.nan,
+                   "placement_epoch_hi_s": math.nan, "placement_assumptions": None}
 
 
 def budgets_text(budgets: dict[str, float]) -> str:
@@ -96,31 +113,75 @@ def trace_factor(record: RunRecord, split: StepSplit) -> float:
     return float(steps.loc[~mask, "duration_s"].median() / steps.loc[mask, "duration_s"].median())
 
 
-def equal_workers(split: StepSplit, record: RunRecord, epochs: pd.DataFrame, host_of: dict[int, str],
-                  budgets: dict[str, float]) -> EqualWorkers | None:
-    df = split.steps
-    if df.empty or epochs.empty:
-        return None
-    r = trace_factor(record, split)
-    cal = calibrated_transfer(record.meta, split)
-    per = df.groupby(STEP_KEY).agg(busy=("busy_s", "median"), transfer=("transfer_s", "first"),
-                                   inp=("input_s", "median"))
-    own = float(per["transfer"].median())
-    transfer = min(own, cal) if cal is not None else own
-    pred = _without_outliers(per["busy"] * r + transfer + per["inp"].fillna(0.0) * r)
-    spe = _steps_per_epoch(record)
-    steady = epochs.iloc[1:] if len(epochs) > 1 else epochs
-    outside = _outside_steps(record, steady)
-    busy_w = df.groupby("worker")["busy_s"].median()
-    med, slowest = float(busy_w.median()), float(busy_w.max())
-    val = float(steady["val_s"].median()) * (med / slowest if slowest > 0 else 1.0)
-    half = 1.96 * float(pred.std(ddof=1)) / math.sqrt(len(pred)) if len(pred) > 1 else 0.0
-    epoch = spe * float(pred.mean()) + outside + val
+@dataclass(frozen=True)
+class StepModel:
+    """A run's per-step terms, from which both what-ifs predict a steady epoch for a given compute level."""
+
+    jitter: pd.Series  # per compared step: max over workers of busy(w,s) / median busy(w)
+    inp: pd.Series  # per compared step: median input over workers
+    r: float
+    transfer: float
+    own: float
+    cal: float | None
+    steps_per_epoch: int
+    outside: float
+    val_now: float  # median validation time of the steady epochs
+    slowest: float  # the slowest worker's median busy
+    source: str
+
+    @classmethod
+    def of(cls, split: StepSplit, record: RunRecord, epochs: pd.DataFrame) -> StepModel | None:
+        df = split.steps
+        if df.empty or epochs.empty:
+            return None
+        own_busy = df.groupby("worker")["busy_s"].median()
+        rel = df["busy_s"] / df["worker"].map(own_busy).replace(0.0, math.nan)
+        per = df.assign(rel=rel).groupby(STEP_KEY).agg(jitter=("rel", "max"), transfer=("transfer_s", "first"),
+                                                       inp=("input_s", "median"))
+        own = float(per["transfer"].median())
+        cal = calibrated_transfer(record.meta, split)
+        steady = epochs.iloc[1:] if len(epochs) > 1 else epochs
+        return cls(jitter=per["jitter"].fillna(1.0), inp=per["inp"].fillna(0.0), r=trace_factor(record, split),
+                   transfer=min(own, cal) if cal is not None else own, own=own, cal=cal,
+                   steps_per_epoch=_steps_per_epoch(record), outside=_outside_steps(record, steady),
+                   val_now=float(steady["val_s"].median()), slowest=float(own_busy.max()), source=split.source)
+
+    def predict(self, level: float) -> Prediction:
+        """Every worker computing ``level`` seconds per step at its median, with its own step-to-step
+        variation: a synchronous step waits for the slowest of them, so step(s) = level x jitter(s) x r
+        + transfer + input(s) x r. Validation waits for the slowest too: scaled by level x median jitter
+        over the slowest worker's median busy."""
+        pred = _without_outliers(level * self.jitter * self.r + self.transfer + self.inp * self.r)
+        jit = float(self.jitter.median())
+        val = self.val_now * (level * jit / self.slowest if self.slowest > 0 else 1.0)
+        half = 1.96 * float(pred.std(ddof=1)) / math.sqrt(len(pred)) if len(pred) > 1 else 0.0
+        spe = self.steps_per_epoch
+        epoch = spe * float(pred.mean()) + self.outside + val
+        return Prediction(epoch_s=epoch, epoch_lo_s=epoch - spe * half, epoch_hi_s=epoch + spe * half,
+                          step_s=float(pred.mean()), val_s=val)
+
+
+def equal_workers(model: StepModel, split: StepSplit, host_of: dict[int, str],
+                  budgets: dict[str, float]) -> EqualWorkers:
+    busy_w = split.steps.groupby("worker")["busy_s"].median()
+    med = float(busy_w.median())
     return EqualWorkers(
-        epoch_s=epoch, epoch_lo_s=epoch - spe * half, epoch_hi_s=epoch + spe * half, step_s=float(pred.mean()),
-        transfer_s=transfer, transfer_source="calibration" if cal is not None and cal < own else "run", val_s=val,
-        trace_factor=r, budgets=_equal_budgets(busy_w, host_of, budgets, med),
-        assumptions=_assumptions(own, cal, r, split.source))
+        predicted=model.predict(med), transfer_s=model.transfer,
+        transfer_source="calibration" if model.cal is not None and model.cal < model.own else "run",
+        trace_factor=model.r, budgets=_equal_budgets(busy_w, host_of, budgets, med),
+        assumptions=_assumptions(model))
+
+
+def placement_row(model: StepModel, proposed_s: float) -> dict[str, Any]:
+    """The placement what-if's steady epoch: every worker at the compute time of the slowest host under the
+    proposed placement (its measured throughput shared by its workers), otherwise the equal-workers model."""
+    if not math.isfinite(proposed_s):
+        return dict(PLACEMENT_EMPTY)
+    p = model.predict(proposed_s)
+    return {"placement_epoch_s": p.epoch_s, "placement_epoch_lo_s": p.epoch_lo_s, "placement_epoch_hi_s": p.epoch_hi_s,
+            "placement_assumptions": ("each host's measured throughput (workers / their median compute) shared by "
+                                      f"the workers placed on it, {proposed_s * 1e3:.0f} ms on the slowest; "
+                                      + _assumptions(model).split("; ", 1)[1])}
 
 
 def _without_outliers(pred: pd.Series) -> pd.Series:
@@ -150,31 +211,27 @@ def _outside_steps(record: RunRecord, steady: pd.DataFrame) -> float:
 
 def _equal_budgets(busy_w: pd.Series, host_of: dict[int, str], budgets: dict[str, float],
                    med: float) -> dict[str, float]:
-    """Per host: the budget that gives each of its workers the median busy time. Every worker does the same
-    work per step (same model, same local batch), measured as core-seconds where a worker is held by its
-    budget to at most one core (one TF thread): share x busy, median over those workers. Each worker then
-    gets that work / the median busy; a host, that times its workers. A worker with more than a core runs
-    several threads, whose core-seconds are not one thread's, so it does not measure the work."""
+    """Per host: the budget that gives each of its workers the median busy time: the work per step
+    (``work_per_step``; from every worker, as allowance x busy, where none is held to one core) / the
+    median busy, times the host's workers."""
     if not budgets or med <= 0:
         return {}
-    hosts = busy_w.index.map(lambda w: host_of.get(int(w), "?"))
-    counts = pd.Series(hosts).value_counts()
-    share = pd.Series([budgets.get(h, math.nan) / counts.get(h, 1) for h in hosts], index=busy_w.index)
-    work = (share * busy_w)[share <= 1.0]
-    if work.empty:
-        work = share * busy_w
-    per_worker = float(work.median()) / med
-    return {h: per_worker * int(counts[h]) for h in counts.index if h in budgets}
+    work = work_per_step(busy_w, host_of, budgets)
+    if work is None:
+        work = float((allowances(busy_w, host_of, budgets) * busy_w).median())
+    counts = pd.Series(busy_w.index.map(lambda w: host_of.get(int(w), "?"))).value_counts()
+    return {h: work / med * int(counts[h]) for h in counts.index if h in budgets}
 
 
-def _assumptions(own: float, cal: float | None, r: float, source: str) -> str:
-    if cal is None:
-        transfer = (f"transfer {own * 1e3:.1f} ms from this run's own all-reduces (no calibration recorded: may "
+def _assumptions(m: StepModel) -> str:
+    if m.cal is None:
+        transfer = (f"transfer {m.own * 1e3:.1f} ms from this run's own all-reduces (no calibration recorded: may "
                     f"carry a throttled worker's slowness)")
     else:
-        transfer = (f"transfer {min(own, cal) * 1e3:.1f} ms per step, the smaller of this run's own "
-                    f"({own * 1e3:.1f} ms) and the workers' all-reduce calibration after training ({cal * 1e3:.1f} ms)")
-    split = (f"busy and input from traced steps x {r:.3f} (the trace's own cost removed)" if source == "trace"
+        transfer = (f"transfer {m.transfer * 1e3:.1f} ms per step, the smaller of this run's own "
+                    f"({m.own * 1e3:.1f} ms) and the workers' all-reduce calibration after training ({m.cal * 1e3:.1f} ms)")
+    split = (f"busy and input from traced steps x {m.r:.3f} (the trace's own cost removed)" if m.source == "trace"
              else "busy and input from CPU-second estimates")
-    return (f"every worker at the median worker's compute speed; {split}; {transfer}; validation scaled by "
-            f"median / slowest compute; time outside steps as measured")
+    return (f"every worker at the median worker's compute speed, keeping its own step-to-step variation (a step "
+            f"waits for the slowest: x{float(m.jitter.median()):.3f} at the median step); {split}; {transfer}; "
+            f"validation scaled like a step; time outside steps as measured")

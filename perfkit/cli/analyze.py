@@ -16,7 +16,7 @@ import typer
 from perfkit.cli import app
 
 if TYPE_CHECKING:
-    from perfkit.analysis.analyze import Analysis
+    from perfkit.analysis.result import Analysis
 
 
 class Format(str, Enum):

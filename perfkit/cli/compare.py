@@ -21,6 +21,9 @@ def compare_command(
     workers: Annotated[Optional[int], typer.Option(help="Multi-worker run with N workers on 127.0.0.1 "
                                                    "(default 2 when no --cluster).", show_default=False)] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Override the preset's epochs.", show_default=False)] = None,
+    workload: Annotated[Optional[str], typer.Option(help="What both runs train: botdetector (default), or your "
+                                                    "module:attr or path/to/file.py:attr (docs/workloads.md).",
+                                                    show_default=False)] = None,
     results_dir: Annotated[Path, typer.Option(help="Where both run directories are created.")] = Path("results"),
     label: Annotated[Optional[str], typer.Option(help="Appended to both run ids.", show_default=False)] = None,
     pin: Annotated[bool, typer.Option("--pin/--no-pin", help="Pin workers to cores and cap TF threads.")] = True,
@@ -33,9 +36,9 @@ def compare_command(
     allow_unenforced: Annotated[bool, typer.Option("--allow-unenforced", help="Run emulated hosts even where "
                                                    "their CPU budgets cannot be enforced (budget figures are "
                                                    "then marked).")] = False,
-    verify: Annotated[bool, typer.Option("--verify", help="Then run the equal-workers what-if as predicted (an "
-                                         "emulated cluster at the budgets that realise it) and report predicted "
-                                         "vs measured.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Then run the what-ifs as predicted (the emulated "
+                                         "cluster at the budgets that give equal workers; the proposed workers per "
+                                         "host) and report predicted vs measured.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No training progress; still the verdict.")] = False,
 ) -> None:
     """Run single, then multi, on the same data, and say how much faster multi was and why not more."""
@@ -48,7 +51,10 @@ def compare_command(
     if html is not None and html.is_dir():
         raise UsageError(f"--html: {html} is a directory; give a file path")
     # Everything is checked before the first minute of training is spent.
-    profiling = {"profile_steps": "off" if no_profile else "auto", "profile_retries": profile_retries}
+    from perfkit.workloads import config_overrides
+
+    profiling = {"profile_steps": "off" if no_profile else "auto", "profile_retries": profile_retries,
+                 **config_overrides(workload, preset, None, None)}
     single = RunConfig.from_preset(Mode.single, preset, epochs=epochs, label=label, **profiling)
     multi = RunConfig.from_preset(Mode.multi, preset, epochs=epochs, label=label, **profiling)
     opts = multi_options(workers if cluster is None and workers is not None else (None if cluster else 2),
@@ -63,7 +69,8 @@ def compare_command(
         raise UsageError("--verify: needs an emulated cluster (--cluster FILE with local addresses): the what-if "
                          "is realised with CPU budgets")
     preflight(opts)  # budgets that cannot be enforced, a link that cannot be shaped: said now, not after the baseline
-    total = 4 if verify else 3
+    checks = (["equal workers"] + (["placement"] if len(opts.cluster.hosts) > 1 else [])) if verify else []
+    total = 3 + len(checks)
     typer.echo(f"1/{total} single-machine baseline ({preset} preset)")
     base = train_once(single, None, results_dir, None, quiet)
     typer.echo(f"2/{total} multi-worker run: {opts.cluster.num_workers} workers on {len(opts.cluster.hosts)} host(s)")
@@ -71,23 +78,28 @@ def compare_command(
     from perfkit.analysis.analyze import analyze
 
     analysis = analyze([base, run], results_dir, base.name)
-    paths = [base, run]
-    if verify:
-        typer.echo(f"3/{total} verification: the equal-workers what-if, run as predicted")
+    paths, notes = [base, run], []
+    for i, what in enumerate(checks, start=3):
+        typer.echo(f"{i}/{total} verification: the {what} what-if, run as predicted")
         try:
-            paths.append(_verify(analysis, run, multi, opts, results_dir, quiet))
-            analysis = analyze(paths, results_dir, base.name)
+            paths.append(_verify(analysis, run, multi, opts, results_dir, quiet, what))
         except UsageError as exc:  # cannot be realised here: the verdict says so, the two runs still count
-            analysis = replace(analysis, verdict=(*analysis.verdict, f"Not verified: {exc}."))
+            notes.append(f"Not verified: {exc}.")
+            typer.echo(f"    {exc}")
+    if checks:
+        analysis = analyze(paths, results_dir, base.name)
+        analysis = replace(analysis, verdict=(*analysis.verdict, *notes))
     typer.echo(f"{total}/{total} analysis")
     write_outputs(analysis, Format.table, None, html or default_html_path(results_dir), None, verdict_last=True)
 
 
-def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Path, quiet: bool) -> Path:
-    """Run the configuration that realises the equal-workers what-if of ``run`` (same data and workload)."""
+def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Path, quiet: bool, what: str) -> Path:
+    """Run the configuration that realises ``run``'s what-if (same data and workload): the equal-workers
+    budgets, or the proposed workers per host at the budgets the run had."""
     from perfkit._atomic import atomic_write
-    from perfkit.analysis.verify import equal_cluster_toml, prediction
-    from perfkit.analysis.whatif import parse_budgets
+    from perfkit.analysis.cpu import requested_budgets
+    from perfkit.analysis.verify import equal_cluster_toml, placement_cluster_toml, prediction, proposed_workers
+    from perfkit.analysis.whatif import budgets_text, parse_budgets
     from perfkit.cli.run import train_once
     from perfkit.cluster import load_cluster
     from perfkit.errors import UsageError
@@ -95,16 +107,22 @@ def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Pa
     from perfkit.trainer.cpubudget import available_cores
 
     row = next(analysis.runs[analysis.runs["run_id"] == run.name].itertuples(index=False))
-    if not isinstance(row.equal_budgets, str) or not row.equal_budgets or row.equal_epoch_s != row.equal_epoch_s:
-        raise UsageError(f"--verify: {run.name} has no equal-workers what-if to verify ({row.split_note})")
-    budgets = parse_budgets(row.equal_budgets)
-    text = equal_cluster_toml(load_meta(run), budgets, float(len(available_cores())))
-    path = run / "verify-cluster.toml"
+    meta, cores = load_meta(run), float(len(available_cores()))
+    if what == "placement":
+        if row.placement_epoch_s != row.placement_epoch_s:  # NaN: the proposal moves nobody
+            raise UsageError(f"--verify: the placement what-if of {run.name} proposes the placement it ran with "
+                             f"({row.placement_now} on {row.placement_hosts}): nothing to run")
+        applied = requested_budgets(meta)  # as the run asked: the verification applies them the same way
+        text = placement_cluster_toml(meta, applied, proposed_workers(row), cores)
+        pred, name = prediction(row, what, budgets_text(applied)), "verify-placement.toml"
+    else:
+        if not isinstance(row.equal_budgets, str) or not row.equal_budgets or row.equal_epoch_s != row.equal_epoch_s:
+            raise UsageError(f"--verify: {run.name} has no equal-workers what-if to verify ({row.split_note})")
+        text = equal_cluster_toml(meta, parse_budgets(row.equal_budgets), cores)
+        pred, name = prediction(row), "verify-cluster.toml"
+    path = run / name
     atomic_write(path, lambda f: f.write(text.encode()))
     verify_opts = replace(opts, cluster=load_cluster(path))
-    return train_once(replace(cfg, label=_label(cfg.label)), verify_opts, results_dir, None, quiet,
-                      extra_meta={"verifies": prediction(row)})
-
-
-def _label(label: str | None) -> str:
-    return f"{label}-verify" if label else "verify"
+    suffix = "verify-placement" if what == "placement" else "verify"
+    return train_once(replace(cfg, label=f"{cfg.label}-{suffix}" if cfg.label else suffix), verify_opts,
+                      results_dir, None, quiet, extra_meta={"verifies": pred})

@@ -47,10 +47,10 @@ def test_compare_verify_runs_the_what_if_and_reports_predicted_against_measured(
                        '[[hosts]]\nname = "slow"\naddress = "127.0.0.2"\ncores = 1\nworkers = 1\n')
     results = tmp_path / "results"
     proc = _perfkit("compare", "--preset", "tiny", "--epochs", "2", "--cluster", str(cluster), "--verify",
-                    "--results-dir", str(results), "--quiet", timeout=900)
+                    "--results-dir", str(results), "--quiet", timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = sorted(p for p in results.iterdir() if (p / "run.json").is_file())
-    assert [meta(r)["mode"] for r in runs] == ["single", "multi", "multi"] and runs[2].name.endswith("-verify")
+    assert [meta(r)["mode"] for r in runs[:3]] == ["single", "multi", "multi"] and runs[2].name.endswith("-verify")
     verifies = meta(runs[2])["verifies"]
     assert verifies["run_id"] == runs[1].name and verifies["predicted_epoch_s"] > 0
     # The verification ran at the budgets the what-if named (equal workers: one budget per worker here).
@@ -63,8 +63,20 @@ def test_compare_verify_runs_the_what_if_and_reports_predicted_against_measured(
 
     analysed = _perfkit("analyze", *map(str, runs), "--format", "json", "--no-html")
     assert analysed.returncode == 0, analysed.stderr[-2000:]
-    [row] = json.loads(analysed.stdout)["verifications"]
-    assert row["run_id"] == runs[1].name and row["verified_by"] == runs[2].name
-    assert row["predicted_epoch_s"] == verifies["predicted_epoch_s"] and row["measured_epoch_s"] > 0
-    assert row["error"] == pytest.approx((row["predicted_epoch_s"] - row["measured_epoch_s"]) / row["measured_epoch_s"])
-    assert row["held"] is (abs(row["error"]) <= 0.10)
+    doc = json.loads(analysed.stdout)
+    moved = next(r for r in doc["runs"] if r["run_id"] == runs[1].name)["placement_epoch_s"] is not None
+    assert len(runs) == (4 if moved else 3), "a placement that moves a worker is run, one that does not is not"
+    if not moved:
+        assert "Not verified: --verify: the placement what-if" in out and "nothing to run" in out
+    rows = doc["verifications"]
+    assert [r["what"] for r in rows] == ["equal workers", "placement"][:len(runs) - 2]
+    for row, check in zip(rows, runs[2:]):
+        assert row["run_id"] == runs[1].name and row["verified_by"] == check.name
+        assert row["predicted_epoch_s"] == meta(check)["verifies"]["predicted_epoch_s"] and row["measured_epoch_s"] > 0
+        assert row["error"] == pytest.approx((row["predicted_epoch_s"] - row["measured_epoch_s"]) / row["measured_epoch_s"])
+        assert row["held"] is (abs(row["error"]) <= 0.10)
+    if moved:  # the placement ran at the run's budgets with the proposed workers per host
+        placed = meta(runs[3])["cluster"]
+        assert runs[3].name.endswith("-verify-placement") and rows[1]["placement"].startswith(
+            next(r for r in doc["runs"] if r["run_id"] == runs[1].name)["placement_proposed"])
+        assert sum(h["workers"] for h in placed["declared"]["hosts"]) == 2

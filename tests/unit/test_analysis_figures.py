@@ -269,6 +269,54 @@ def test_the_verdict_names_the_network_when_transfer_is_the_largest_term(tmp_pat
         == "a 100 Mbit/s + 5 ms"
 
 
+def test_equal_workers_wait_for_the_slowest_of_their_own_step_to_step_variation(tmp_path: Path) -> None:
+    """Two workers of 0.2 s median-ish compute, worker 0 slower late in an epoch and worker 1 early: every
+    step waits for whichever is slower, so the equal-workers step is not the median worker's."""
+    import numpy as np
+
+    single_run(tmp_path, BASE, started="2026-01-01T00:00:00Z")
+    [path] = write_run(tmp_path, STRAG, started="2026-01-01T01:00:00Z", hosts=(("a", 1.0, 1), ("b", 1.0, 1)),
+                       busy={0: 0.2, 1: 0.2})
+    trace = pd.read_parquet(path / "trace_steps.parquet")
+    k = np.where(trace["worker"] == 0, trace["step"], 9 - trace["step"])
+    factor = 1 + 0.02 * k  # per worker: 1.00 ... 1.18, median 1.09
+    trace.assign(compute_s=trace["compute_s"] * factor, other_s=trace["other_s"] * factor).to_parquet(
+        path / "trace_steps.parquet")
+    run = _run(analyze(None, tmp_path))
+    slowest = 0.2 * (1 + 0.02 * np.maximum(np.arange(10), 9 - np.arange(10)))  # the slower worker, per step
+    assert run["equal_step_s"] == pytest.approx(slowest.mean() + 0.1 + 0.05)
+    # validation waits the same way: 1.0 s x the median step's slowest / the slowest worker's median
+    assert run["equal_val_s"] == pytest.approx(1.0 * float(np.median(slowest)) / (0.2 * 1.09))
+    assert run["equal_epoch_s"] == pytest.approx(10 * run["equal_step_s"] + run["equal_val_s"])
+    assert "keeping its own step-to-step variation (a step waits for the slowest: x1.046" in run["equal_assumptions"]
+
+
+def test_placement_on_emulated_hosts_counts_the_cores_a_worker_can_use(tmp_path: Path) -> None:
+    """Emulated hosts share one machine's cores: the work per step is 0.5 core x 0.3 s = 0.15 core-s, and the
+    worker on the 1.5-core host used 1 core of it (0.15 s). Two workers there get 0.75 core each: 0.2 s,
+    against the slow worker's 0.3 s now. (Throughput sharing would have said 2 x 0.15 = 0.3 s: no gain.)"""
+    from tests.unit._analysis_runs import set_meta
+
+    single_run(tmp_path, BASE, started="2026-01-01T00:00:00Z")
+    [path] = write_run(tmp_path, STRAG, started="2026-01-01T01:00:00Z", hosts=(("fast", 1.5, 1), ("slow", 0.5, 1)),
+                       busy={0: 0.15, 1: 0.3})
+    set_meta(path, cluster=json_of(path)["cluster"] | {"emulated": True})
+    a = analyze(None, tmp_path)
+    run = _run(a)
+    assert run["placement_now"] == "1:1" and run["placement_proposed"] == "2:0"
+    assert run["compute_now_s"] == pytest.approx(0.3) and run["compute_proposed_s"] == pytest.approx(0.2)
+    # 10 steps x (0.2 + 0.1 transfer + 0.05 input) + validation 1.0 s x 0.2 / 0.3
+    assert run["placement_epoch_s"] == pytest.approx(3.5 + 1.0 * 0.2 / 0.3)
+    assert "shared by the workers placed on it, 200 ms on the slowest" in run["placement_assumptions"]
+
+
+def test_a_placement_that_moves_nobody_has_no_placement_epoch(tmp_path: Path) -> None:
+    a = _pair(tmp_path, hosts=(("a", 1.0, 1), ("b", 1.0, 1)), busy={0: 0.2, 1: 0.2})
+    run = _run(a)
+    assert run["placement_proposed"] == run["placement_now"] == "1:1"
+    assert run["placement_epoch_s"] != run["placement_epoch_s"]  # NaN
+
+
 def test_what_if_uses_the_calibrated_transfer_and_ignores_a_stalled_step(tmp_path: Path) -> None:
     from tests.unit._analysis_runs import set_meta
 

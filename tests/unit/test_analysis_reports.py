@@ -44,11 +44,15 @@ def test_verdict_states_speedup_straggler_what_if_cpu_and_convergence(pair: Anal
             "each step waiting for it. Waiting cost 35% of all worker step time.") in text
     assert ("With equal workers (all at the median worker's speed) a steady epoch would take ~3.9 s, 95% interval "
             "3.9–3.9 s instead of 7.5 s (~2.95x the baseline); budgets that would realise it: a=3, b=1.") in text
-    assert "Assumes: every worker at the median worker's compute speed; busy and input from traced steps" in text
+    assert ("Assumes: every worker at the median worker's compute speed, keeping its own step-to-step variation (a "
+            "step waits for the slowest: x1.000 at the median step); busy and input from traced steps") in text
     # The verify run: 10 steps of 0.35 s + 1.0 s validation = 4.5 s measured against 3.9 s predicted.
     assert (f"Verified by running it ({VERIFY}, budgets a=3, b=2.5): equal workers predicted a steady epoch of 3.9 s, "
             "measured 4.5 s, error -13.3%: the prediction did not hold (|error| > 10%).") in text
-    assert "Placing workers 4:0 (a:b) by measured host speed instead of 3:1 (proportional shares 3.5:0.5)" in text
+    # 4 workers on a (capacity 3 / 0.2 s): 0.267 s compute + 0.15 s per step, validation 1.0 s x 0.267 / 0.5
+    assert ("Placing workers 4:0 (a:b) by measured host speed instead of 3:1 (proportional shares 3.5:0.5) would cut "
+            "the slowest worker's compute per step from ~0.50 s to ~0.27 s and a steady epoch to ~4.7 s (95% "
+            "interval 4.7–4.7 s), if each host's measured throughput is shared by its workers") in text
     assert "b would get no worker." in text
     assert "CPU cost: 46.9 CPU-seconds per 1,000 samples vs 27 for the baseline (1.74x)" in text
     assert "Host CPU against its budget (mean): a 300% of 300% (100%), b 100% of 100% (100%)." in text

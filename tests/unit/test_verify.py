@@ -34,3 +34,17 @@ def test_a_configuration_larger_than_this_machine_is_refused_saying_so() -> None
     with pytest.raises(UsageError, match=r"needs 3.00 cores \(fast 1.50, slow 1.50\), more than this machine's 2: "
                                          r"it cannot be realised here"):
         equal_cluster_toml(META, {"fast": 1.5, "slow": 1.5}, available=2.0)
+
+
+def test_the_placement_cluster_moves_workers_at_the_budgets_the_run_had(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from perfkit.analysis.verify import placement_cluster_toml, proposed_workers
+
+    row = SimpleNamespace(placement_hosts="fast:slow", placement_proposed="2:0")
+    assert proposed_workers(row) == {"fast": 2, "slow": 0}
+    path = tmp_path / "placement.toml"
+    path.write_text(placement_cluster_toml(META, {"fast": 1.5, "slow": 0.5}, proposed_workers(row), available=2.0))
+    spec = load_cluster(path)
+    assert [(h.name, h.cores, h.workers) for h in spec.hosts] == [("fast", 1.5, 2)], "a host given none is left out"
+    assert [w.port for w in spec.workers] == [20000, 20001]

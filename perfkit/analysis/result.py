@@ -1,0 +1,28 @@
+"""The result of an analysis: every figure as DataFrames, renderer-agnostic. Defined apart from
+``analyze`` so that the verdict and the renderers, which read it, do not import the module that calls them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Every figure, as tables keyed by run_id. Missing figures are NaN/None, never made up."""
+
+    baseline_id: str | None
+    baseline_note: str
+    runs: pd.DataFrame  # one row per analysed run (the CSV table)
+    epochs: pd.DataFrame  # per run and epoch: times, samples/s, metrics (convergence)
+    workers: pd.DataFrame  # per run and worker: steps, step-time spread, CPU, memory, split, stragglers
+    processes: pd.DataFrame  # per run and process: CPU% mean/p95, CPU-seconds, peak RSS, threads
+    hosts: pd.DataFrame  # per run and host: CPU% mean/p95 and as a share of the host's budget
+    placement: pd.DataFrame  # per run and host: capacity share, workers now / proportional / proposed
+    cpu_timeline: pd.DataFrame  # per run and process: CPU% against seconds since the first step
+    ops: pd.DataFrame  # per run: top traced ops by self time
+    excluded: pd.DataFrame  # run_id, path, reason
+    verifications: pd.DataFrame  # per verification run: the what-if it ran, predicted vs measured
+    warnings: tuple[str, ...]
+    verdict: tuple[str, ...]
