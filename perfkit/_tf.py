@@ -12,7 +12,7 @@ import os
 from types import ModuleType
 
 
-def _prepare_env() -> None:
+def prepare_env() -> None:
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     # TF's C++ INFO and WARNING lines (cuda stubs, CPU features, dataset optimisation notes) drown the
     # progress display; errors still show, and a user's own setting wins.
@@ -20,14 +20,14 @@ def _prepare_env() -> None:
 
 
 def tf() -> ModuleType:
-    _prepare_env()
+    prepare_env()
     import tensorflow
 
     return tensorflow
 
 
 def keras() -> ModuleType:
-    _prepare_env()
+    prepare_env()
     import tf_keras
 
     return tf_keras

@@ -82,6 +82,7 @@ class RunConfig:
     profile_steps: str = "auto"  # TF profiler window: "auto", "off" or "A-B" (global steps, 1-based)
     # A lost capture is tried again in a later attempt or epoch this many times (docs/tf-profiler-crash.md).
     profile_retries: int = 3
+    workload: str = "botdetector"  # or a user's module:attr / file.py:attr (perfkit/workloads)
 
     def __post_init__(self) -> None:
         checks = (

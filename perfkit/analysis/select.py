@@ -10,6 +10,7 @@ their reason; nothing is computed from them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from perfkit.analysis.load import Excluded, LoadedRun, find_run, load_runs
 from perfkit.errors import UsageError
+from perfkit.workloads import BUILTIN
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,12 @@ class Selection:
 
 
 def dataset(meta: dict[str, Any]) -> tuple[Any, ...]:
-    """What data a run trained on: the file (generated or the user's) and the train/test split."""
+    """What a run trained on: for the bot detector, the file (generated or the user's) and the train/test
+    split; for a user's workload, its name, version and data/size parameters (perfkit/workloads)."""
+    wl = meta.get("workload") or {}
+    if wl.get("name") not in (None, BUILTIN):
+        params = json.dumps(wl.get("params") or {}, sort_keys=True, default=str)
+        return ("workload", wl.get("name"), wl.get("version"), params, None, None)
     data, cfg = meta.get("data") or {}, meta.get("config") or {}
     name = Path(str(data.get("path") or cfg.get("data_path") or "")).name
     # Single mode says how it got the generated file ("generated" now or from the "cache"), the launcher
@@ -45,6 +52,8 @@ def workload(meta: dict[str, Any]) -> tuple[Any, ...]:
 
 def describe_data(meta: dict[str, Any]) -> str:
     source, name, train, test, length, seed = dataset(meta)
+    if source == "workload":
+        return f"workload {name} {train} ({test})"
     return f"{name or source} ({train}/{test} players, {length} days, seed {seed})"
 
 

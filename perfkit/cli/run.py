@@ -32,6 +32,9 @@ def run_command(
     seed: Annotated[Optional[int], typer.Option(help="Data generation and shuffling seed.")] = None,
     class_weight: Annotated[str, typer.Option(help="Class weights as '0:W0,1:W1'.")] = _CW_DEFAULT,
     data: Annotated[Optional[Path], typer.Option(help="Your own Parquet/CSV (player_id, day, 18 features, label).")] = None,
+    workload: Annotated[Optional[str], typer.Option(help="What to train: botdetector (the article's, default), or "
+                                                    "your module:attr or path/to/file.py:attr (docs/workloads.md).",
+                                                    show_default=False)] = None,
     results_dir: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("results"),
     run_id: Annotated[Optional[str], typer.Option(help="Run id (default: <UTC time>-<mode>[-<label>]).")] = None,
     label: Annotated[Optional[str], typer.Option(help="Appended to the generated run id.")] = None,
@@ -59,12 +62,19 @@ def run_command(
                                                    "use budgets are then marked).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary; print only the run directory.")] = False,
 ) -> None:
-    """Train the bot-player LSTM once and record steps, epochs and CPU% under RESULTS_DIR/<run-id>."""
+    """Train a workload (default: the article's bot-player LSTM) once and record steps, epochs and CPU% under
+    RESULTS_DIR/<run-id>."""
+    from perfkit.workloads import config_overrides
+
+    chosen = config_overrides(workload, preset, seed, batch_size, data=data, train_players=train_players,
+                              test_players=test_players, sequence_length=sequence_length,
+                              class_weight=None if class_weight == _CW_DEFAULT else class_weight)
     cfg = RunConfig.from_preset(
-        mode, preset, epochs=epochs, batch_size=batch_size, train_players=train_players, test_players=test_players,
-        sequence_length=sequence_length, seed=seed, class_weight=parse_class_weight(class_weight),
-        data_path=str(data) if data is not None else None, sample_interval=sample_interval, label=label,
-        profile_steps="off" if no_profile else profile_steps, profile_retries=profile_retries,
+        mode, preset, epochs=epochs, batch_size=chosen.pop("batch_size", batch_size), train_players=train_players,
+        test_players=test_players, sequence_length=sequence_length, seed=seed,
+        class_weight=parse_class_weight(class_weight), data_path=str(data) if data is not None else None,
+        sample_interval=sample_interval, label=label, profile_steps="off" if no_profile else profile_steps,
+        profile_retries=profile_retries, **chosen,
     )
     opts = None
     if mode is Mode.multi:

@@ -1,4 +1,5 @@
-"""Epoch scalars (loss, accuracy, AUC, their validation twins, this process's mean CPU%) as TensorBoard
+"""Epoch scalars (every numeric value the model logs: for the bot detector loss, accuracy, AUC and their
+validation twins; and this process's mean CPU%) as TensorBoard
 events, so the Scalars tab compares runs and workers side by side. Like the trace window, a failure to
 write them is logged once and never stops training."""
 
@@ -13,7 +14,6 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-SCALARS = ("loss", "accuracy", "auc", "val_loss", "val_accuracy", "val_auc")
 
 
 class CpuMeter:
@@ -37,7 +37,11 @@ class CpuMeter:
 
 
 def epoch_values(logs: Mapping[str, Any], cpu_percent: float, epoch_s: float) -> dict[str, float]:
-    values = {name: float(logs[name]) for name in SCALARS if logs.get(name) is not None}
+    """Every numeric value the model logged (for the bot detector: loss, accuracy, AUC, precision, recall and their validation twins), this
+    process's CPU% and the epoch's seconds."""
+    from perfkit.profiler.steps import log_number
+
+    values = {str(k): v for k, v in ((k, log_number(x)) for k, x in logs.items()) if v is not None}
     values["cpu_percent"] = cpu_percent
     values["epoch_s"] = epoch_s
     return {k: v for k, v in values.items() if not math.isnan(v)}

@@ -16,6 +16,20 @@ from typing import Any
 import pandas as pd
 
 METRICS = ("loss", "accuracy", "auc", "precision", "recall")
+_TIMES = frozenset(("epoch", "t_start_ns", "t_end_ns", "train_s", "val_s"))  # ours: a log of that name is not kept
+
+
+def log_number(value: Any) -> float | None:
+    """A log value as a float when it is one number (a Python or numpy scalar, a 0-d tensor)."""
+    try:
+        if hasattr(value, "numpy"):
+            value = value.numpy()
+        if getattr(value, "ndim", 0):
+            return None
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out
 EPOCH_METRIC_COLUMNS = METRICS + tuple(f"val_{m}" for m in METRICS)
 
 
@@ -77,9 +91,12 @@ class StepLog:
             "val_s": val_s,
         }
         logs = logs or {}
-        for name in EPOCH_METRIC_COLUMNS:
-            value = logs.get(name)
-            row[name] = float(value) if value is not None else math.nan
+        for name in EPOCH_METRIC_COLUMNS:  # the bot detector's, always present (NaN when not logged)
+            row[name] = math.nan
+        for name, value in logs.items():  # and every numeric value the model logged, whatever the workload
+            number = log_number(value)
+            if number is not None and name not in _TIMES:
+                row[str(name)] = number
         self._epochs.append(row)
         return row
 
@@ -104,7 +121,8 @@ class StepLog:
 
     def epochs_frame(self) -> pd.DataFrame:
         columns = ["epoch", "t_start_ns", "t_end_ns", "train_s", "val_s", *EPOCH_METRIC_COLUMNS]
-        df = pd.DataFrame(self._epochs, columns=columns)
+        extra = sorted({k for row in self._epochs for k in row} - set(columns))
+        df = pd.DataFrame(self._epochs, columns=columns + extra)
         return df.astype({"epoch": "int32", "t_start_ns": "int64", "t_end_ns": "int64"})
 
 

@@ -23,7 +23,7 @@ from perfkit.trainer.synth import FEATURES, GENERATOR_VERSION, generate
 
 __all__ = [  # FEATURES is re-exported from synth so that callers need only this module
     "DAY_COL", "FEATURES", "ID_COL", "LABEL_COL", "PreparedData", "Standardizer", "Windows", "dataset_cache_path",
-    "load_or_generate", "load_table", "prepare", "split_by_player", "validate", "window", "write_table",
+    "ensure_generated", "load_or_generate", "load_table", "prepare", "split_by_player", "validate", "window", "write_table",
 ]
 
 ID_COL = "player_id"
@@ -362,6 +362,15 @@ def load_or_generate(
     df = generate(n_players, seed, sequence_length)
     write_table(df, path)
     return df, path, True
+
+
+def ensure_generated(cache_dir: Path, n_players: int, seed: int, sequence_length: int) -> tuple[Path, bool]:
+    """The cached synthetic table's path, generating it first if absent (nothing is read when cached)."""
+    path = dataset_cache_path(cache_dir, n_players, seed, sequence_length)
+    if path.exists():
+        return path, False
+    write_table(generate(n_players, seed, sequence_length), path)
+    return path, True
 
 
 def _bot_share(y: np.ndarray) -> float:

@@ -33,7 +33,7 @@ def steps_per_epoch(n_samples: int, global_batch: int, what: str = "training") -
     return steps
 
 
-def _pipeline(x: np.ndarray, y: np.ndarray, global_batch: int, seed: int | None,
+def pipeline(x: np.ndarray, y: np.ndarray, global_batch: int, seed: int | None,
               class_weight: Mapping[int, float] | None) -> Callable[[Any], Any]:
     def make(ctx: Any) -> Any:
         t = tf()
@@ -73,12 +73,44 @@ def _without_autotune() -> Any:
 def train_input(x: np.ndarray, y: np.ndarray, global_batch: int, seed: int,
                 class_weight: Mapping[int, float]) -> Any:
     """Endless, reshuffled-every-epoch, class-weighted training batches, one shard per worker."""
-    return keras().utils.experimental.DatasetCreator(_pipeline(x, y, global_batch, seed, class_weight))
+    return keras().utils.experimental.DatasetCreator(pipeline(x, y, global_batch, seed, class_weight))
 
 
 def eval_input(x: np.ndarray, y: np.ndarray, global_batch: int) -> Any:
     """Validation batches in order, sharded like training; run for ``steps_per_epoch(len(x), batch)`` steps."""
-    return keras().utils.experimental.DatasetCreator(_pipeline(x, y, global_batch, None, None))
+    return keras().utils.experimental.DatasetCreator(pipeline(x, y, global_batch, None, None))
+
+
+def creator(make: Callable[[Any, int], Any], global_batch: int, spec: str, what: str) -> Any:
+    """A ``DatasetCreator`` over a workload's ``make(input_context, global_batch)``: repeated (steps per epoch
+    bound each epoch), and checked to batch at the per-replica size, which a synchronous step needs on
+    every worker."""
+    def build(ctx: Any) -> Any:
+        ds = make(ctx, global_batch)
+        check_batch(ds, ctx.get_per_replica_batch_size(global_batch), spec, what)
+        return ds if _endless(ds) else ds.repeat()
+
+    return keras().utils.experimental.DatasetCreator(build)
+
+
+def _endless(ds: Any) -> bool:
+    try:
+        return int(ds.cardinality()) == int(tf().data.INFINITE_CARDINALITY)
+    except Exception:  # noqa: BLE001 - in a graph the cardinality is a symbolic tensor: repeat to be safe
+        return False
+
+
+def check_batch(ds: Any, expected: int, spec: str, what: str) -> None:
+    """A UsageError when ``ds``'s static batch size is not ``expected`` (an unknown size is not checked)."""
+    t = tf()
+    if not isinstance(ds, t.data.Dataset):
+        raise UsageError(f"--workload {spec}: {what} returned a {type(ds).__name__}, not a tf.data.Dataset")
+    first = t.nest.flatten(ds.element_spec)[0]
+    shape = getattr(first, "shape", None)
+    size = shape[0] if shape is not None and shape.rank else None
+    if size is not None and int(size) != expected:
+        raise UsageError(f"--workload {spec}: {what} gives batches of {int(size)}, expected the per-replica "
+                         f"batch {expected} (input_context.get_per_replica_batch_size(global_batch))")
 
 
 @contextmanager

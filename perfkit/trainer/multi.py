@@ -67,7 +67,7 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
     dir_name = f"{rid}--{sanitize_id(opts.part)}" if opts.part else rid
     RunDir.path_for(results_dir, dir_name)
     observer.phase("preparing data")
-    data_info = _ensure_data(cfg, results_dir / "datasets")
+    data_info = _ensure_data(cfg, results_dir / "datasets", n)
     env = HostEnv.setup(opts.cluster, opts.local_workers, opts.part, opts.emulate, opts.pin, opts.allow_unenforced,
                         dir_name)
     try:
@@ -173,17 +173,15 @@ def _lost(entry: dict[str, Any], restart: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "status": "crashed", "error": f"{crash}; the cluster resumed from the last completed epoch"}
 
 
-def _ensure_data(cfg: RunConfig, cache_dir: Path) -> dict[str, Any]:
-    """Validate the user's file or generate the cache once, before any worker starts reading it."""
-    from perfkit.trainer.data import load_or_generate, load_table
+def _ensure_data(cfg: RunConfig, cache_dir: Path, num_workers: int) -> dict[str, Any]:
+    """The workload's data made (or the user's file checked) once, before any worker starts reading it; a
+    user's workload is tried first (model, datasets) so that a fault is one line, not a failed cluster."""
+    from perfkit.workloads import info, preflight, prepare_workload, resolve
 
-    if cfg.data_path:
-        df = load_table(cfg.data_path, cfg.sequence_length)
-        return {"path": str(cfg.data_path), "source": "user", "rows": int(len(df))}
-    _, path, generated = load_or_generate(cache_dir, cfg.train_players + cfg.test_players, cfg.seed,
-                                          cfg.sequence_length)
-    return {"path": str(path), "source": "generated", "generated_now": bool(generated),
-            "players": cfg.train_players + cfg.test_players}
+    workload = resolve(cfg)
+    data = prepare_workload(workload, cfg.workload, cache_dir, trains_here=False)
+    preflight(workload, cfg.workload, cfg.batch_size, num_workers)
+    return {"data": data, "workload": info(cfg.workload, workload).to_dict()}
 
 
 def _meta(cfg: RunConfig, opts: MultiOptions, env: HostEnv, run_id: str, data_info: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +189,7 @@ def _meta(cfg: RunConfig, opts: MultiOptions, env: HostEnv, run_id: str, data_in
         "run_id": run_id,
         "part": {"name": opts.part, "workers": list(opts.local_workers)} if opts.part else None,
         "mode": cfg.mode.value, "strategy": "MultiWorkerMirroredStrategy", "preset": cfg.preset,
-        "config": cfg.to_dict(), "data": data_info,
+        "config": cfg.to_dict(), **data_info,
         "cluster": {**env.cluster.to_dict(), "num_workers": env.cluster.num_workers,
                     "local_workers": list(opts.local_workers), "emulated": opts.emulate, "pinned": opts.pin,
                     "declared": opts.cluster.to_dict() if env.cluster != opts.cluster else None,

@@ -21,8 +21,8 @@ from perfkit.profiler.steps import StepLog
 from perfkit.profiler.trace import CaptureTarget
 from perfkit.profiler.traces import finish_traces
 from perfkit.results import RunDir, new_run_id
-from perfkit.trainer.data import PreparedData, prepare
 from perfkit.trainer.events import NullObserver, Observer
+from perfkit.workloads import WorkloadInfo, info, preflight, prepare_workload, resolve
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +35,18 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
     rid = sanitize_id(run_id) if run_id else new_run_id(cfg.mode.value, cfg.label)
     RunDir.path_for(results_dir, rid)  # a taken run id fails now, before minutes of data preparation
     observer.phase("preparing data")
-    data = prepare(data_path=cfg.data_path, cache_dir=results_dir / "datasets", train_players=cfg.train_players,
-                   test_players=cfg.test_players, seed=cfg.seed, sequence_length=cfg.sequence_length)
-    cfg.check_batch(len(data.y_train), len(data.y_test))  # a user's file may hold fewer rows than the preset
+    workload = resolve(cfg)
+    data_info = prepare_workload(workload, cfg.workload, results_dir / "datasets", trains_here=True)
+    cfg.check_batch(*map(int, workload.samples()))  # a user's file may hold fewer rows than the preset
+    preflight(workload, cfg.workload, cfg.batch_size, 1)
     host = hostname()
-    run = RunDir.create(results_dir, rid, _initial_meta(cfg, data, host))
+    run = RunDir.create(results_dir, rid, _initial_meta(cfg, data_info, info(cfg.workload, workload), host))
     sampler = Sampler(cfg.sample_interval, [Target(os.getpid(), 0, "trainer", host)])
     steplog = StepLog(samples_per_step=cfg.batch_size)
     run.update(workers=[_worker_meta(0, host, steplog)])
     sampler.start()
     captures: dict[str, dict[str, Any]] = {}
-    status, error, raised = _train(cfg, data, run, sampler, steplog, observer, captures)
+    status, error, raised = _train(cfg, workload, run, sampler, steplog, observer, captures)
     _save(run, steplog, sampler.stop(), status, error)
     finish_traces(run, cfg, captures)
     if raised is not None:
@@ -53,7 +54,7 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
     return run.path
 
 
-def _train(cfg: RunConfig, data: PreparedData, run: RunDir, sampler: Sampler, steplog: StepLog,
+def _train(cfg: RunConfig, workload: Any, run: RunDir, sampler: Sampler, steplog: StepLog,
            observer: Observer, captures: dict[str, dict[str, Any]]) -> tuple[str, str | None, PerfkitError | None]:
     from perfkit.trainer.strategy import mirrored
     from perfkit.trainer.worker import Instruments, fit, worker_log
@@ -67,7 +68,7 @@ def _train(cfg: RunConfig, data: PreparedData, run: RunDir, sampler: Sampler, st
             instruments = Instruments(
                 capture=CaptureTarget(run.path, session=run.path.name, host_name=f"{host}-w0"),
                 scalars_dir=run.path / "tensorboard" / "w0", on_capture=lambda r: captures.update({"0": r}))
-            fit(cfg, data, strategy, steplog, observer, cpu=lambda: sampler.latest().get(0),
+            fit(cfg, workload, strategy, steplog, observer, cpu=lambda: sampler.latest().get(0),
                 on_plan=lambda plan: run.update(plan=asdict(plan)), instruments=instruments)
             return "complete", None, None
         except KeyboardInterrupt:
@@ -107,7 +108,7 @@ def _worker_meta(index: int, host: str, steplog: StepLog) -> dict[str, Any]:
             "anchor_wall_ns": steplog.anchor.wall_ns, "anchor_mono_ns": steplog.anchor.mono_ns}
 
 
-def _initial_meta(cfg: RunConfig, data: PreparedData, host: str) -> dict[str, Any]:
+def _initial_meta(cfg: RunConfig, data_info: dict[str, Any], workload: WorkloadInfo, host: str) -> dict[str, Any]:
     import psutil
 
     cores = psutil.cpu_count(logical=True) or 1
@@ -116,7 +117,8 @@ def _initial_meta(cfg: RunConfig, data: PreparedData, host: str) -> dict[str, An
         "strategy": "MirroredStrategy",
         "preset": cfg.preset,
         "config": cfg.to_dict(),
-        "data": data.info,
+        "workload": workload.to_dict(),
+        "data": data_info,
         "cluster": {
             "hosts": [{"name": host, "address": "127.0.0.1", "cores": cores, "workers": 1}],
             "num_workers": 1,

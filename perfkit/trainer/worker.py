@@ -17,7 +17,6 @@ from perfkit.profiler import scalars, trace
 from perfkit.profiler.steps import StepLog, keras_callback
 from perfkit.profiler.trace import CaptureTarget
 from perfkit.trainer import dataset
-from perfkit.trainer.data import PreparedData
 from perfkit.trainer.events import Observer
 
 log = logging.getLogger(__name__)
@@ -62,23 +61,22 @@ def worker_log(path: Path) -> Iterator[None]:
         handler.close()
 
 
-def fit(cfg: RunConfig, data: PreparedData, strategy: Any, steplog: StepLog, observer: Observer,
+def fit(cfg: RunConfig, workload: Any, strategy: Any, steplog: StepLog, observer: Observer,
         cpu: Callable[[], float | None], num_workers: int = 1, on_plan: Callable[[FitPlan], None] | None = None,
         backup_dir: Path | None = None, instruments: Instruments | None = None,
         after_fit: Callable[[Any], None] | None = None) -> FitPlan:
-    """Train ``cfg.epochs`` epochs; every step and epoch lands in ``steplog`` as it happens. ``after_fit``
-    gets the trained model (a cluster's workers calibrate their all-reduce with it)."""
-    from perfkit.trainer.model import build_model
-
+    """Train ``workload`` for ``cfg.epochs`` epochs; every step and epoch lands in ``steplog`` as it happens.
+    ``after_fit`` gets the trained model (a cluster's workers calibrate their all-reduce with it)."""
     local_batch = cfg.batch_size // num_workers
     # Steps are counted on the global batch so every worker runs the same number (MWMS requires it).
-    steps = dataset.steps_per_epoch(len(data.y_train), cfg.batch_size)
-    val_steps = dataset.steps_per_epoch(len(data.y_test), cfg.batch_size, "validation")
+    n_train, n_eval = workload.samples()
+    steps = dataset.steps_per_epoch(int(n_train), cfg.batch_size)
+    val_steps = dataset.steps_per_epoch(int(n_eval), cfg.batch_size, "validation")
     observer.phase("building the input pipeline and the model")
-    train = dataset.train_input(data.x_train, data.y_train, cfg.batch_size, cfg.seed, cfg.class_weight)
-    val = dataset.eval_input(data.x_test, data.y_test, cfg.batch_size)
+    train = dataset.creator(workload.train_dataset, cfg.batch_size, cfg.workload, "train_dataset")
+    val = dataset.creator(workload.eval_dataset, cfg.batch_size, cfg.workload, "eval_dataset")
     with strategy.scope():
-        model = build_model(data.x_train.shape[1], data.x_train.shape[2])
+        model = workload.build_model()
     plan = FitPlan(steps_per_epoch=steps, validation_steps=val_steps, local_batch=local_batch,
                    params=int(model.count_params()))
     log.info("model %s: %d parameters; %d steps/epoch of %d samples per process", model.name, plan.params,

@@ -168,14 +168,14 @@ def run_worker(run_dir: Path, index: int) -> int:
 
 def _train(run_dir: Path, cfg: RunConfig, cluster: ClusterSpec, launch: dict[str, Any], status: Status,
            steplog: StepLog, save: Callable[[], None]) -> None:
-    from perfkit.trainer.data import prepare
-    from perfkit.trainer.strategy import multi_worker
     from perfkit.profiler.trace import CaptureTarget
+    from perfkit.trainer.strategy import multi_worker
     from perfkit.trainer.worker import Instruments, fit
+    from perfkit.workloads import prepare_workload, resolve
 
     status.write(state="loading-data")
-    data = prepare(data_path=cfg.data_path, cache_dir=Path(launch["cache_dir"]), train_players=cfg.train_players,
-                   test_players=cfg.test_players, seed=cfg.seed, sequence_length=cfg.sequence_length)
+    workload = resolve(cfg)  # the user named it: importing their module here is what they asked for
+    prepare_workload(workload, cfg.workload, Path(launch["cache_dir"]), trains_here=False)
     status.write(state="connecting")
     strategy, info = multi_worker()
     status.write(state="joined", replicas=info.replicas)
@@ -184,7 +184,7 @@ def _train(run_dir: Path, cfg: RunConfig, cluster: ClusterSpec, launch: dict[str
     instruments = Instruments(
         capture=CaptureTarget(run_dir, session=str(launch.get("run_id", run_dir.name)), host_name=f"{host}-w{index}"),
         scalars_dir=run_dir / "tensorboard" / f"w{index}", on_capture=lambda r: status.write(profile={**r, "attempt": int(launch.get("attempt", 0))}))
-    fit(cfg, data, strategy, steplog, _StatusObserver(status, save), cpu=lambda: None,
+    fit(cfg, workload, strategy, steplog, _StatusObserver(status, save), cpu=lambda: None,
         num_workers=cluster.num_workers, backup_dir=backup, instruments=instruments,
         after_fit=lambda model: _calibrate(strategy, model, status) if cluster.num_workers > 1 else None)
 

@@ -9,7 +9,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from perfkit.trainer.dataset import _pipeline  # noqa: E402
+from perfkit.trainer.dataset import pipeline  # noqa: E402
 
 
 def _rows(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -26,7 +26,7 @@ def _context(pipelines: int, index: int) -> tf.distribute.InputContext:
 
 def test_two_workers_read_disjoint_shards_that_cover_the_data_with_class_weights() -> None:
     x, y = _rows(40)
-    make = _pipeline(x, y, global_batch=8, seed=7, class_weight={0: 1.0, 1: 4.0})
+    make = pipeline(x, y, global_batch=8, seed=7, class_weight={0: 1.0, 1: 4.0})
     seen: list[set[int]] = []
     for index in range(2):
         ds = make(_context(2, index))
@@ -44,7 +44,7 @@ def test_two_workers_read_disjoint_shards_that_cover_the_data_with_class_weights
 
 def test_the_autotuner_is_off_so_fit_does_not_wait_for_its_thread_at_the_end() -> None:
     x, y = _rows(16)
-    ds = _pipeline(x, y, global_batch=4, seed=None, class_weight=None)(_context(1, 0))
+    ds = pipeline(x, y, global_batch=4, seed=None, class_weight=None)(_context(1, 0))
     assert ds.options().autotune.enabled is False
     assert sum(1 for _ in ds.take(3)) == 3
 
@@ -54,7 +54,7 @@ def _device_dataset_autotune(patched: bool) -> bool | None:
 
     x, y = _rows(16)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
-    make = _pipeline(x, y, global_batch=4, seed=None, class_weight=None)
+    make = pipeline(x, y, global_batch=4, seed=None, class_weight=None)
     with device_datasets_without_autotune() if patched else nullcontext():
         batches = iter(strategy.distribute_datasets_from_function(make))
     xb, _ = next(batches)

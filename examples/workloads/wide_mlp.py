@@ -1,0 +1,72 @@
+"""A communication-heavy workload for perfkit: a wide MLP of ~4.7M parameters on generated tabular data.
+
+Each step computes little per sample (two dense layers on a small per-worker batch) but all-reduces
+~19 MB of gradients, so with several workers the exchange, not the compute, sets the pace.
+
+    perfkit compare --workload examples/workloads/wide_mlp.py:workload --preset quick --workers 2
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+SIZES = {"tiny": (2048, 512), "quick": (16384, 4096), "blog": (262144, 65536)}  # train, eval samples
+FEATURES, WIDTH = 256, 2048
+
+
+class WideMLP:
+    name = "wide-mlp"
+    version = "1"
+    global_batch = 64  # small on purpose: little compute per step against the same gradient size
+
+    def __init__(self, preset: str = "quick", seed: int = 0) -> None:
+        if preset not in SIZES:
+            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(SIZES)}")
+        self.preset, self.seed = preset, seed
+        self.n_train, self.n_eval = SIZES[preset]
+
+    def params(self) -> dict[str, Any]:
+        return {"train": self.n_train, "eval": self.n_eval, "features": FEATURES, "width": WIDTH, "seed": self.seed}
+
+    def samples(self) -> tuple[int, int]:
+        return self.n_train, self.n_eval
+
+    def build_model(self) -> Any:
+        import tensorflow as tf  # perfkit has chosen the Keras (tf-keras) before this runs
+
+        k = tf.keras
+        model = k.Sequential([
+            k.layers.Input(shape=(FEATURES,)),
+            k.layers.Dense(WIDTH, activation="relu"),
+            k.layers.Dense(WIDTH, activation="relu"),
+            k.layers.Dense(1, activation="sigmoid"),
+        ], name="wide_mlp")
+        model.compile(optimizer=k.optimizers.Adam(1e-3), loss="binary_crossentropy", metrics=["accuracy"])
+        return model
+
+    def _data(self, n: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(self.seed)
+        w = rng.standard_normal(FEATURES).astype(np.float32)  # the same hidden rule for train and eval
+        x = np.random.default_rng(self.seed + offset).standard_normal((n, FEATURES)).astype(np.float32)
+        y = ((x @ w + 0.5 * np.sin(3 * x[:, 0])) > 0).astype(np.float32).reshape(-1, 1)
+        return x, y
+
+    def _dataset(self, ctx: Any, global_batch: int, n: int, offset: int, shuffle: bool) -> Any:
+        import tensorflow as tf
+
+        x, y = self._data(n, offset)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        if shuffle:
+            ds = ds.shuffle(n // ctx.num_input_pipelines, seed=self.seed + ctx.input_pipeline_id)
+        return ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True).prefetch(2)
+
+    def train_dataset(self, ctx: Any, global_batch: int) -> Any:
+        return self._dataset(ctx, global_batch, self.n_train, 1, shuffle=True)
+
+    def eval_dataset(self, ctx: Any, global_batch: int) -> Any:
+        return self._dataset(ctx, global_batch, self.n_eval, 2, shuffle=False)
+
+
+workload = WideMLP  # perfkit calls it with preset= and seed=
