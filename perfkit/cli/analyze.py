@@ -93,4 +93,5 @@ def write_outputs(analysis: Analysis, fmt: Format, output: Path | None, html: Pa
         from perfkit.analysis.report_html import write_html
 
         write_html(analysis, html)
-        (notes if fmt is Format.json else console).print(f"HTML report: {html}", highlight=False)
+        # soft_wrap: a path is never broken across lines (it is copied, or read by scripts)
+        (notes if fmt is Format.json else console).print(f"HTML report: {html}", highlight=False, soft_wrap=True)

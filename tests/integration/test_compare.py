@@ -79,4 +79,7 @@ def test_compare_verify_runs_the_what_if_and_reports_predicted_against_measured(
         placed = meta(runs[3])["cluster"]
         assert runs[3].name.endswith("-verify-placement") and rows[1]["placement"].startswith(
             next(r for r in doc["runs"] if r["run_id"] == runs[1].name)["placement_proposed"])
-        assert sum(h["workers"] for h in placed["declared"]["hosts"]) == 2
+        hosts = (placed["declared"] or placed)["hosts"]  # one host alone keeps its address: nothing declared apart
+        counts, names = rows[1]["placement"].split(" ")  # e.g. "2:0 (fast:slow)"
+        proposed = {n: int(k) for n, k in zip(names.strip("()").split(":"), counts.split(":"))}
+        assert {h["name"]: h["workers"] for h in hosts} == {n: k for n, k in proposed.items() if k}
