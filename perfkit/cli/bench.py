@@ -1,7 +1,7 @@
 """`perfkit bench NAME [ARGS...]`: run one of the benchmark scripts of the ``bench`` package.
 
 Thin: everything after NAME goes to the benchmark untouched (``perfkit bench overhead --help`` shows
-that benchmark's own options). The same as ``python -m bench NAME [ARGS...]``.
+that benchmark's own options). The same as ``python -m perfkit.bench NAME [ARGS...]``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def _names() -> dict[str, tuple[str, str]]:
     from perfkit.errors import UsageError
 
     try:
-        from bench import BENCHMARKS
+        from perfkit.bench import BENCHMARKS
     except ImportError:
         raise UsageError("bench: the benchmark scripts are not installed (the `bench` package ships with "
                          "perfkit's source; reinstall perfkit with `pip install .`)") from None
@@ -47,7 +47,7 @@ def bench_command(
         return
     if name not in names:
         raise UsageError(f"bench: unknown benchmark {name!r}; choose one of {', '.join(names)}")
-    from bench.__main__ import run
+    from perfkit.bench.__main__ import run
 
     code = run(name, list(ctx.args))
     if code:

@@ -189,5 +189,5 @@ def test_unknown_benchmark_is_a_one_line_usage_error() -> None:
 
 
 def test_python_m_bench_lists_the_benchmarks() -> None:
-    proc = subprocess.run([sys.executable, "-m", "bench"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "perfkit.bench"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "multiworker" in proc.stdout

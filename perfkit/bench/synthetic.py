@@ -9,7 +9,7 @@ last host computing ``slow_speed`` times as fast, CPU% that follows each worker'
 allowance. Everything is vectorised (numpy), so a run of 4 workers x 200k steps with 1M CPU samples is
 written in seconds. Only analysis benchmarks and tests use it; nothing here trains or imports TensorFlow. A benchmark:
 
-    from perfkit.analysis.synthetic import write_synthetic_baseline, write_synthetic_run
+    from perfkit.bench.synthetic import write_synthetic_baseline, write_synthetic_run
     write_synthetic_baseline(out); write_synthetic_run(out)   # then time: perfkit analyze --results-dir out
 """
 

@@ -38,7 +38,7 @@ _STOP_GRACE_S = 30.0
 def make_parser(name: str, doc: str | None, *, default_preset: str | None = "quick",
                 default_repeats: int = 3) -> argparse.ArgumentParser:
     """The options every benchmark takes; ``--smoke`` means the tiny preset and one repeat."""
-    p = argparse.ArgumentParser(prog=f"python -m bench {name}", description=(doc or name).strip().splitlines()[0])
+    p = argparse.ArgumentParser(prog=f"python -m perfkit.bench {name}", description=(doc or name).strip().splitlines()[0])
     if default_preset is not None:
         p.add_argument("--preset", choices=list(PRESETS), default=default_preset, help="workload size")
     p.add_argument("--repeats", type=int, default=default_repeats, help="measurements per arm (interleaved)")
@@ -159,10 +159,10 @@ def run_measured(cmd: Sequence[str], timeout: float, cwd: Path | None = None,
 
 
 def env_with_repo() -> dict[str, str]:
-    """This environment, with the directory holding ``bench`` on PYTHONPATH so ``python -m bench.x``
-    children import the same code whether perfkit is installed or run from a checkout."""
+    """This environment, with the directory holding ``perfkit`` on PYTHONPATH so ``python -m perfkit.bench.x``
+    children import the same code as this process (a checkout, or a snapshot of one), installed or not."""
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([root, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     return env
 

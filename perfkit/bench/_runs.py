@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench._common import PERFKIT, Proc, env_with_repo, run_measured, stats
+from perfkit.bench._common import PERFKIT, Proc, env_with_repo, run_measured, stats
 
 JSON_MARK = "BENCH_JSON "  # a plain script's result line; TensorFlow's own chatter never starts with it
 

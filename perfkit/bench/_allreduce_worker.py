@@ -1,4 +1,4 @@
-"""One worker of ``bench allreduce``: ``python -m bench._allreduce_worker --worker I ...``.
+"""One worker of ``bench allreduce``: ``python -m perfkit.bench._allreduce_worker --worker I ...``.
 
 Pinned to one core with TensorFlow's pools capped as perfkit pins a one-core worker, joined in a
 MultiWorkerMirroredStrategy with ring all-reduce on 127.0.0.1, it times ``get_replica_context().all_reduce``
@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any
 
-from bench._runs import JSON_MARK
+from perfkit.bench._runs import JSON_MARK
 
 N_FEATURES = 18  # the synthetic dataset's behaviour features per day
 ARMS = ("gradients", "one pack", "one float", "step")
@@ -93,7 +93,7 @@ def _time_arms(steps: dict[str, Any], inputs: dict[str, list[Any]], rounds: int,
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench._allreduce_worker --worker I")
+    p = argparse.ArgumentParser(prog="python -m perfkit.bench._allreduce_worker --worker I")
     for opt in ("--worker", "--iterations", "--warmup", "--rounds", "--sequence-length", "--small", "--parent"):
         p.add_argument(opt, type=int, required=True)
     p.add_argument("--ports", required=True)

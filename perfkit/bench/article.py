@@ -6,7 +6,7 @@ repeated, then ``perfkit analyze`` on the last pair (JSON, and an HTML report be
 puts the article's figures (constants quoted below, nothing else is) beside what perfkit measured here,
 with perfkit's verdict, the date and the machine.
 
-    python -m bench article --preset blog       # ~1.5-2 h on 2 cores
+    python -m perfkit.bench article --preset blog       # ~1.5-2 h on 2 cores
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, heading, interleave,
+from perfkit.bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, heading, interleave,
                            make_parser, markdown_table, progress, ratios, run_measured, stats)
-from bench._runs import Training, perfkit_run, runs_dir, training_summary
+from perfkit.bench._runs import Training, perfkit_run, runs_dir, training_summary
 
 NAME = "article"
 SOURCE = ("the article (shared/seeds/000): \"实操TF单机模式MirroredStrateg，分布式模式MultiWorkerMirroredStrategy "
@@ -28,7 +28,7 @@ ARTICLE = {
     "single": {"steady_epoch_s": 100.0, "fit_s": 528.0, "cpu_per_process": "~800%", "val_accuracy": 0.98},
     "multi": {"steady_epoch_s": 80.0, "fit_s": 414.0, "cpu_per_process": "~300%", "val_accuracy": None},
 }
-DEFAULT_CLUSTER = Path(__file__).resolve().parent.parent / "examples" / "blog-cluster.toml"
+DEFAULT_CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "blog-cluster.toml"
 
 
 def run_pair(args: argparse.Namespace, runs: Path) -> dict[str, list[Training]]:

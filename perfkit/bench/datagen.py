@@ -5,7 +5,7 @@ the others (never the shared cache) and is removed after. Wall time is the whole
 and imports included; "generated and written in" is perfkit's own figure for the work itself; peak RSS
 is the command's maximum resident set (``wait4``).
 
-    python -m bench datagen --preset blog --repeats 3
+    python -m perfkit.bench datagen --preset blog --repeats 3
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, fmt_range, heading,
+from perfkit.bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, fmt_range, heading,
                            make_parser, markdown_table, progress, run_measured, stats)
 
 NAME = "datagen"

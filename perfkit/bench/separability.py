@@ -5,7 +5,7 @@ Fits a class-weighted ({0:1, 1:4}, as the model is trained) L2 logistic regressi
 (per-feature log day-to-day std and a weekend-vs-weekday contrast), a stand-in for what the LSTM can learn. The generator is tuned so
 that (a) stays clearly below (b): the sequence must matter.
 
-    python -m bench.separability --players 200000 --seed 1
+    python -m perfkit.bench.separability --players 200000 --seed 1
 """
 
 from __future__ import annotations

@@ -1,17 +1,17 @@
-"""``python -m bench NAME [options]``: run one benchmark (``python -m bench`` lists them)."""
+"""``python -m perfkit.bench NAME [options]``: run one benchmark (``python -m perfkit.bench`` lists them)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-from bench import BENCHMARKS
+from perfkit.bench import BENCHMARKS
 
 
 def usage() -> str:
     width = max(len(n) for n in BENCHMARKS)
     lines = [f"  {name:<{width}}  {text}" for name, (_, text) in BENCHMARKS.items()]
-    return "usage: python -m bench NAME [options]   (NAME --help for its options)\n" + "\n".join(lines)
+    return "usage: python -m perfkit.bench NAME [options]   (NAME --help for its options)\n" + "\n".join(lines)
 
 
 def run(name: str, argv: list[str]) -> int:

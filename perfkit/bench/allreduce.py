@@ -1,6 +1,6 @@
 """Benchmark: the isolated all-reduce of the model's gradients between N local one-core workers.
 
-Each worker is ``python -m bench._allreduce_worker --worker I ...``: pinned to one core with TensorFlow's
+Each worker is ``python -m perfkit.bench._allreduce_worker --worker I ...``: pinned to one core with TensorFlow's
 pools capped as perfkit pins a one-core worker, joined in a MultiWorkerMirroredStrategy with ring all-reduce
 on 127.0.0.1, and timing ``get_replica_context().all_reduce(SUM, tensors)`` inside ``strategy.run`` (the
 path Keras' optimizer takes for MWMS gradients) call by call. Arms: the 10 gradient shapes of perfkit's
@@ -13,7 +13,7 @@ With ``--run RUN_DIR`` the model takes the run's sequence length and, when the r
 K is the traced steps' median collective count less the gradient one, and the traced figures (exposed
 communication and longest collective per step, min over workers) are set beside the isolated ones.
 
-    python -m bench allreduce --workers 2 --iterations 50 [--run RUN_DIR] [--small 20]
+    python -m perfkit.bench allreduce --workers 2 --iterations 50 [--run RUN_DIR] [--small 20]
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench._allreduce_worker import ARMS
-from bench._common import (_POLL_S, Proc, Report, _stop_group, conclude, env_with_repo, finish_args, fmt,
+from perfkit.bench._allreduce_worker import ARMS
+from perfkit.bench._common import (_POLL_S, Proc, Report, _stop_group, conclude, env_with_repo, finish_args, fmt,
                            heading, make_parser, markdown_table, progress, stats)
-from bench._runs import JSON_MARK, script_json
+from perfkit.bench._runs import JSON_MARK, script_json
 
 NAME = "allreduce"
 FLOAT_BYTES = 4
@@ -47,7 +47,7 @@ def worker_cmds(args: argparse.Namespace, ports: list[int]) -> list[list[str]]:
     common = ["--ports", ",".join(map(str, ports)), "--iterations", str(args.iterations), "--warmup",
               str(args.warmup), "--rounds", str(args.repeats), "--sequence-length", str(args.sequence_length),
               "--small", str(args.small), "--parent", str(os.getpid())]
-    return [[sys.executable, "-m", "bench._allreduce_worker", "--worker", str(i), *common]
+    return [[sys.executable, "-m", "perfkit.bench._allreduce_worker", "--worker", str(i), *common]
             for i in range(args.workers)]
 
 

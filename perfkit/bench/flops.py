@@ -13,7 +13,7 @@ FLOPs per parameter per step, i.e. ~4k per sample at batch 1024) and the loss ar
 For perfkit's model (LSTM 240 -> LSTM 128 -> Dense 32 -> Dense 1, 7 x 18 input) this is ~6.16 MFLOP
 forward, ~18.5 MFLOP per training sample.
 
-    python -m bench.flops --size 2048 --repeats 5    # prints one BENCH_JSON line
+    python -m perfkit.bench.flops --size 2048 --repeats 5    # prints one BENCH_JSON line
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def measure_matmul(size: int, repeats: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench._timing import emit
+    from perfkit.bench._timing import emit
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", type=int, default=2048)

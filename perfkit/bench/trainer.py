@@ -1,7 +1,7 @@
 """Benchmark 2: perfkit's trainer against the article's own script (target: ratio >= 1.0, ideally >= 1.15).
 
 A/B interleaved on the same cached data and the same model:
-- article: ``python -m bench.article_script`` (get_strategy / create_dataset / ``model.fit`` with
+- article: ``python -m perfkit.bench.article_script`` (get_strategy / create_dataset / ``model.fit`` with
   steps_per_epoch and class_weight={1:4,0:1}, batch 1024 from the preset, TensorFlow's default threads);
 - perfkit: ``perfkit run --mode single`` exactly as a user runs it (sampler, step recorder and the auto
   profiler window included).
@@ -10,7 +10,7 @@ first) and the ratio perfkit / article, paired by round. Then each side's achiev
 analytic training FLOPs per sample, see ``bench.flops``, times samples/s) against this machine's measured
 dense float32 matmul FLOP/s (best of N with TensorFlow, in its own process between the trainings).
 
-    python -m bench trainer --preset quick --repeats 3
+    python -m perfkit.bench trainer --preset quick --repeats 3
 """
 
 from __future__ import annotations
@@ -20,21 +20,21 @@ import math
 import sys
 from typing import Any
 
-from bench._common import (Report, conclude, env_with_repo, finish_args, fmt, fmt_range, heading, interleave,
+from perfkit.bench._common import (Report, conclude, env_with_repo, finish_args, fmt, fmt_range, heading, interleave,
                            make_parser, markdown_table, progress, ratios, run_measured, stats)
-from bench._runs import perfkit_run, runs_dir, script_json, script_run, training_summary
-from bench.flops import forward_flops_per_sample, train_flops_per_sample
+from perfkit.bench._runs import perfkit_run, runs_dir, script_json, script_run, training_summary
+from perfkit.bench.flops import forward_flops_per_sample, train_flops_per_sample
 
 NAME = "trainer"
 TARGET_RATIO, STRETCH_RATIO = 1.0, 1.15
 
 
 def matmul_flops(size: int, repeats: int, timeout: float) -> dict[str, Any]:
-    proc = run_measured([sys.executable, "-m", "bench.flops", "--size", str(size), "--repeats", str(repeats)],
+    proc = run_measured([sys.executable, "-m", "perfkit.bench.flops", "--size", str(size), "--repeats", str(repeats)],
                         timeout, env=env_with_repo())
     got = script_json(proc)
     if not proc.ok or got is None:
-        return {"error": proc.error() or "bench.flops printed no result"}
+        return {"error": proc.error() or "perfkit.bench.flops printed no result"}
     return got["matmul"]
 
 
@@ -45,7 +45,7 @@ def measure(args: argparse.Namespace) -> Report:
     runs = runs_dir(args.results_root, NAME, args.stamp)
     cache = str(runs / "datasets")
     arms = {
-        "article": lambda i: script_run(f"article #{i + 1}", "bench.article_script",
+        "article": lambda i: script_run(f"article #{i + 1}", "perfkit.bench.article_script",
                                         ["--preset", args.preset, "--cache-dir", cache], args.timeout),
         "perfkit": lambda i: perfkit_run(f"perfkit #{i + 1}", ["--mode", "single", "--preset", args.preset],
                                          runs, args.timeout),

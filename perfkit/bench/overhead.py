@@ -1,23 +1,23 @@
 """Benchmark 1: perfkit's instrumentation overhead on the single-mode workload (target: ratio <= 1.03).
 
 A/B interleaved, same data, same pipeline, model and fit:
-- bare: ``python -m bench.bare_workload`` (no CPU sampler, no step recorder, no scalars, no trace);
+- bare: ``python -m perfkit.bench.bare_workload`` (no CPU sampler, no step recorder, no scalars, no trace);
 - instrumented: ``perfkit run --mode single --sample-interval 0.5 --profile-steps A-B``, A-B being a
   10-step TF profiler window early in epoch 2 (what ``auto`` picks), everything recorded.
 Epoch time on both sides is Keras' epoch begin -> epoch end (training, validation and every epoch-end
 hook, so a trace being written out counts); the figure is the steady epoch time (median over epochs
 after the first) and the ratio instrumented / bare, paired by round.
 
-    python -m bench overhead --preset quick --repeats 3
+    python -m perfkit.bench overhead --preset quick --repeats 3
 """
 
 from __future__ import annotations
 
 import argparse
 
-from bench._common import (Report, conclude, finish_args, fmt, fmt_range, heading, interleave, make_parser,
+from perfkit.bench._common import (Report, conclude, finish_args, fmt, fmt_range, heading, interleave, make_parser,
                            markdown_table, progress, ratios)
-from bench._runs import Training, perfkit_run, runs_dir, script_run, training_summary
+from perfkit.bench._runs import Training, perfkit_run, runs_dir, script_run, training_summary
 from perfkit.config import get_preset
 from perfkit.profiler.trace import AUTO_LENGTH
 
@@ -44,7 +44,7 @@ def measure(args: argparse.Namespace) -> Report:
     instrumented = ["--mode", "single", "--preset", args.preset, "--sample-interval", str(SAMPLE_INTERVAL_S),
                     "--profile-steps", report.params["profile_steps"]]
     arms = {
-        "bare": lambda i: script_run(f"bare #{i + 1}", "bench.bare_workload",
+        "bare": lambda i: script_run(f"bare #{i + 1}", "perfkit.bench.bare_workload",
                                      ["--preset", args.preset, "--cache-dir", cache], args.timeout),
         "instrumented": lambda i: perfkit_run(f"instrumented #{i + 1}", instrumented, runs, args.timeout),
     }

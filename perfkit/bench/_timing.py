@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from bench._runs import JSON_MARK
+from perfkit.bench._runs import JSON_MARK
 
 
 def epoch_timer() -> Any:

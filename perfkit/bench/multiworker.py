@@ -7,7 +7,7 @@ ratio to the single run of the same round. The default launch must be the better
 workers should reach >= 1.05x single. On a 2-core machine there is no spare hardware for workers to add:
 this measures what distribution costs here, and what pinning saves.
 
-    python -m bench multiworker --preset quick --repeats 3
+    python -m perfkit.bench multiworker --preset quick --repeats 3
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bench._common import (Report, conclude, finish_args, fmt, fmt_range, heading, interleave, make_parser,
+from perfkit.bench._common import (Report, conclude, finish_args, fmt, fmt_range, heading, interleave, make_parser,
                            markdown_table, progress, ratios)
-from bench._runs import Training, perfkit_run, runs_dir, training_summary
+from perfkit.bench._runs import Training, perfkit_run, runs_dir, training_summary
 
 NAME = "multiworker"
 TARGET_TWO_WORKERS = 1.05

@@ -1,6 +1,6 @@
 """Benchmark 5: ``perfkit analyze`` on a large generated run: wall time (target <= 5 s) and peak RSS.
 
-``perfkit.analysis.synthetic`` writes a single-mode baseline and a multi-worker run in the exact on-disk
+``perfkit.bench.synthetic`` writes a single-mode baseline and a multi-worker run in the exact on-disk
 format: 4 workers on two hosts (3 + 1), 200k steps per worker, 1M CPU samples, trace tables for every step;
 the profiler's 4 ``<host>-w<i>.xplane.pb`` files are copied in from tests/data when this is a checkout
 (``perfkit analyze`` reads the trace tables, not the xplane files, so they only make the directory real).
@@ -8,7 +8,7 @@ Then, interleaved: the command users type (``perfkit analyze --results-dir D``: 
 report) and the JSON export (``--format json --output F --no-html``), each a fresh process, timed whole
 (Python start and imports included), peak RSS from ``wait4``.
 
-    python -m bench analysis --repeats 5
+    python -m perfkit.bench analysis --repeats 5
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt_range, heading, interleave,
+from perfkit.bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt_range, heading, interleave,
                            make_parser, markdown_table, progress, run_measured, stats)
 
 NAME = "analysis"
 TARGET_S = 5.0
-FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "data"
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "data"
 
 
 def generate(root: Path, steps: int, cpu_rows: int) -> dict[str, Any]:
-    from perfkit.analysis.synthetic import SyntheticSpec, write_synthetic_baseline, write_synthetic_run
+    from perfkit.bench.synthetic import SyntheticSpec, write_synthetic_baseline, write_synthetic_run
 
     spec = SyntheticSpec(steps=steps, cpu_rows=cpu_rows)
     start = time.perf_counter()

@@ -8,7 +8,7 @@ placement what-if moves a worker, the steady epoch with the proposed workers per
 configuration run the same way, and predicted against measured, one row per what-if. Target: |error|
 <= 10% on every row, median <= 5%.
 
-    python -m bench whatif --repeats 1
+    python -m perfkit.bench whatif --repeats 1
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench._common import Report, conclude, finish_args, fmt, heading, make_parser, markdown_table, progress
-from bench._runs import perfkit_run, runs_dir
+from perfkit.bench._common import Report, conclude, finish_args, fmt, heading, make_parser, markdown_table, progress
+from perfkit.bench._runs import perfkit_run, runs_dir
 
 NAME = "whatif"
 TARGET_ROW, TARGET_MEDIAN = 0.10, 0.05

@@ -21,7 +21,7 @@ overhead: the median step time of the traced steps over that of the untraced ste
 ``--clusters FILE,...`` adds rows for emulated clusters (half as many runs each): the README's first
 command runs ``examples/blog-cluster.toml``, whose 0.4-core host is throttled by a CPU quota.
 
-    python -m bench trace-reliability --runs 20 --workers 2,4 --clusters examples/blog-cluster.toml
+    python -m perfkit.bench trace-reliability --runs 20 --workers 2,4 --clusters examples/blog-cluster.toml
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, heading, make_parser,
+from perfkit.bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, heading, make_parser,
                            markdown_table, progress, run_measured)
-from bench._runs import printed_run_dir, runs_dir
+from perfkit.bench._runs import printed_run_dir, runs_dir
 from perfkit.config import RunConfig
 
 NAME = "trace-reliability"

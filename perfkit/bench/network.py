@@ -8,7 +8,7 @@ its own network namespace; both hosts' links are shaped alike, one setting per a
 that waited least), wait (the rest of each worker's all-reduce) and compute, means over workers, and the
 steady epoch time. Needs root (namespaces and tc).
 
-    python -m bench network --repeats 1
+    python -m perfkit.bench network --repeats 1
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from bench._common import (Report, conclude, finish_args, fmt, heading, interleave, make_parser, markdown_table,
+from perfkit.bench._common import (Report, conclude, finish_args, fmt, heading, interleave, make_parser, markdown_table,
                            progress)
-from bench._runs import Training, perfkit_run, runs_dir
+from perfkit.bench._runs import Training, perfkit_run, runs_dir
 
 NAME = "network"
 LINKS: dict[str, dict[str, float]] = {

@@ -4,7 +4,7 @@ The same data (perfkit's cache), input pipeline (``perfkit.trainer.dataset``), s
 model and ``fit`` arguments as ``perfkit.trainer.worker.fit``, but no CPU sampler thread, no step
 recorder, no TensorBoard scalars and no profiler window: only ``bench._timing``'s epoch timer.
 
-    python -m bench.bare_workload --preset quick --cache-dir results/datasets
+    python -m perfkit.bench.bare_workload --preset quick --cache-dir results/datasets
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from perfkit.config import PRESETS, Mode, RunConfig
 
 
 def train(cfg: RunConfig, cache_dir: Path) -> dict[str, object]:
-    from bench._timing import epoch_timer
+    from perfkit.bench._timing import epoch_timer
     from perfkit.trainer import dataset
     from perfkit.trainer.data import prepare
     from perfkit.trainer.model import build_model
@@ -43,7 +43,7 @@ def train(cfg: RunConfig, cache_dir: Path) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench._timing import emit
+    from perfkit.bench._timing import emit
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", choices=list(PRESETS), default="quick")

@@ -14,7 +14,7 @@ Three deliberate departures, each so that only the training engine is compared:
 - ``verbose=0`` plus one epoch timer instead of the progress bar, which would time terminal output.
 Keras is tf-keras (Keras 2) on both sides, as the article's TF 2.0 ``tf.keras`` was.
 
-    python -m bench.article_script --preset quick --cache-dir results/datasets
+    python -m perfkit.bench.article_script --preset quick --cache-dir results/datasets
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     print('start fit model')
     from time import time
 
-    from bench._timing import emit, epoch_timer
+    from perfkit.bench._timing import emit, epoch_timer
     timer = epoch_timer()
     start = time()
     model.fit(train_datasets, epochs=epochs, steps_per_epoch=steps_per_epoch_size, shuffle=True,

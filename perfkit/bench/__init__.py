@@ -1,0 +1,22 @@
+"""perfkit's benchmarks: ``python -m perfkit.bench NAME [options]`` or ``perfkit bench NAME [options]``.
+
+Each writes ``results/bench/<name>-<UTC time>.json`` and prints a Markdown table; ``--smoke`` is the
+smallest version (the test suite runs only that). None of them runs in the test suite otherwise.
+"""
+
+from __future__ import annotations
+
+# name -> (module, one line). Modules are imported only when run: most of them start TensorFlow children.
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "overhead": ("perfkit.bench.overhead", "instrumentation overhead: bare vs fully instrumented single mode"),
+    "trainer": ("perfkit.bench.trainer", "perfkit's trainer vs the article's script; achieved vs matmul FLOP/s"),
+    "multiworker": ("perfkit.bench.multiworker", "2 and 4 local workers, pinned vs not, against single"),
+    "datagen": ("perfkit.bench.datagen", "generating the blog-size dataset: time and peak RSS"),
+    "analysis": ("perfkit.bench.analysis_speed", "perfkit analyze on a large generated run: time and peak RSS"),
+    "article": ("perfkit.bench.article", "the article's experiment (blog single vs blog cluster) beside the article"),
+    "trace-reliability": ("perfkit.bench.trace_reliability", "how often multi-worker runs keep every worker's trace"),
+    "separability": ("perfkit.bench.separability", "how separable the synthetic data is with and without time"),
+    "allreduce": ("perfkit.bench.allreduce", "isolated all-reduce of the model's gradients between N one-core workers"),
+    "whatif": ("perfkit.bench.whatif", "unequal emulated clusters: the equal-workers prediction against running it"),
+    "network": ("perfkit.bench.network", "2 emulated hosts, links from unshaped to 20 Mbit/s: the transfer term per step"),
+}
