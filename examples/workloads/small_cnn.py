@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from perfkit.workloads import array_dataset  # this shard of in-memory arrays, batched per replica
+
 SIZES = {"tiny": (1024, 256), "quick": (32768, 8192), "blog": (131072, 32768)}  # train, eval images
 CLASSES, SIDE = 10, 32
 
@@ -63,20 +65,11 @@ class SmallCNN:
         x = grating[..., None] * np.array([1.0, 0.6, 0.3], np.float32) + rng.normal(0, 0.8, (n, SIDE, SIDE, 3))
         return x.astype(np.float32), y.astype(np.int32)
 
-    def _dataset(self, ctx: Any, global_batch: int, n: int, offset: int, shuffle: bool) -> Any:
-        import tensorflow as tf
-
-        x, y = self._data(n, offset)
-        ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-        if shuffle:
-            ds = ds.shuffle(n // ctx.num_input_pipelines, seed=self.seed + ctx.input_pipeline_id)
-        return ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True).prefetch(2)
-
     def train_dataset(self, ctx: Any, global_batch: int) -> Any:
-        return self._dataset(ctx, global_batch, self.n_train, 1, shuffle=True)
+        return array_dataset(*self._data(self.n_train, 1), ctx, global_batch, shuffle_seed=self.seed)
 
     def eval_dataset(self, ctx: Any, global_batch: int) -> Any:
-        return self._dataset(ctx, global_batch, self.n_eval, 2, shuffle=False)
+        return array_dataset(*self._data(self.n_eval, 2), ctx, global_batch)
 
 
 workload = SmallCNN  # perfkit calls it with preset= and seed=

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from perfkit.workloads import array_dataset  # this shard of in-memory arrays, batched per replica
+
 SIZES = {"tiny": (2048, 512), "quick": (16384, 4096), "blog": (262144, 65536)}  # train, eval samples
 FEATURES, WIDTH = 256, 2048
 
@@ -53,20 +55,11 @@ class WideMLP:
         y = ((x @ w + 0.5 * np.sin(3 * x[:, 0])) > 0).astype(np.float32).reshape(-1, 1)
         return x, y
 
-    def _dataset(self, ctx: Any, global_batch: int, n: int, offset: int, shuffle: bool) -> Any:
-        import tensorflow as tf
-
-        x, y = self._data(n, offset)
-        ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-        if shuffle:
-            ds = ds.shuffle(n // ctx.num_input_pipelines, seed=self.seed + ctx.input_pipeline_id)
-        return ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True).prefetch(2)
-
     def train_dataset(self, ctx: Any, global_batch: int) -> Any:
-        return self._dataset(ctx, global_batch, self.n_train, 1, shuffle=True)
+        return array_dataset(*self._data(self.n_train, 1), ctx, global_batch, shuffle_seed=self.seed)
 
     def eval_dataset(self, ctx: Any, global_batch: int) -> Any:
-        return self._dataset(ctx, global_batch, self.n_eval, 2, shuffle=False)
+        return array_dataset(*self._data(self.n_eval, 2), ctx, global_batch)
 
 
 workload = WideMLP  # perfkit calls it with preset= and seed=

@@ -232,3 +232,16 @@ def _guard(spec: str, what: str, call: Any) -> Any:
         if spec == BUILTIN:
             raise
         raise UsageError(f"--workload {spec}: {what} failed: {_line(exc)}") from None
+
+
+def array_dataset(x: Any, y: Any, input_context: Any, global_batch: int, shuffle_seed: int | None = None) -> Any:
+    """For workloads whose data fits in memory: this input pipeline's shard of ``(x, y)`` (numpy arrays),
+    shuffled when ``shuffle_seed`` is given (a different order per pipeline), batched at the per-replica
+    batch with whole batches only, prefetched: what ``train_dataset`` / ``eval_dataset`` must return."""
+    from perfkit._tf import tf
+
+    ctx = input_context
+    ds = tf().data.Dataset.from_tensor_slices((x, y)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+    if shuffle_seed is not None:
+        ds = ds.shuffle(max(1, len(x) // ctx.num_input_pipelines), seed=shuffle_seed + ctx.input_pipeline_id)
+    return ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True).prefetch(2)
