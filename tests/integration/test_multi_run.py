@@ -91,7 +91,11 @@ def test_a_worker_killed_inside_the_profiler_is_retried_and_every_trace_is_kept(
     for w in (0, 1):  # the cross-check reads the traced attempt's step records, not the crashed one's
         assert tables.checks[str(w)]["matched_steps"] == 6 and tables.checks[str(w)]["within_10pct"], tables.checks
     steps = pd.read_parquet(run / "workers/0/steps.parquet")
-    assert set(steps["attempt"]) >= {0, 1}
+    # The crashed attempt's records are kept beside the last one's. TF's own crash can strike a retry too
+    # (then that retry's records may be lost with it: its workers are stopped, not saved): the last
+    # attempt is the one after every restart.
+    assert 0 in set(steps["attempt"]) and int(steps["attempt"].max()) == len(m["restarts"]), (
+        sorted(set(steps["attempt"])), m["restarts"])
     _assert_no_orphans()
 
 
