@@ -214,8 +214,8 @@ def _equal_budgets(busy_w: pd.Series, host_of: dict[int, str], budgets: dict[str
     """Per host: the budget that gives each of its workers the median busy time: the work per step
     (``work_per_step``; from every worker, as allowance x busy, where none is held to one core) / the
     median busy, times the host's workers."""
-    if not budgets or med <= 0:
-        return {}
+    if not budgets or med <= 0 or len({host_of.get(int(w)) for w in busy_w.index}) < 2:
+        return {}  # one host (e.g. --workers N): there are no hosts to give different budgets
     work = work_per_step(busy_w, host_of, budgets)
     if work is None:
         work = float((allowances(busy_w, host_of, budgets) * busy_w).median())

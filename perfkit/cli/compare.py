@@ -116,8 +116,10 @@ def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Pa
         text = placement_cluster_toml(meta, applied, proposed_workers(row), cores)
         pred, name = prediction(row, what, budgets_text(applied)), "verify-placement.toml"
     else:
-        if not isinstance(row.equal_budgets, str) or not row.equal_budgets or row.equal_epoch_s != row.equal_epoch_s:
+        if row.equal_epoch_s != row.equal_epoch_s:  # NaN
             raise UsageError(f"--verify: {run.name} has no equal-workers what-if to verify ({row.split_note})")
+        if not isinstance(row.equal_budgets, str) or not row.equal_budgets:
+            raise UsageError(f"--verify: {run.name} ran on one host: no per-host budgets realise equal workers")
         text = equal_cluster_toml(meta, parse_budgets(row.equal_budgets), cores)
         pred, name = prediction(row), "verify-cluster.toml"
     path = run / name

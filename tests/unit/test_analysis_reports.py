@@ -82,6 +82,7 @@ def test_verdict_leaves_out_sentences_whose_figure_is_missing(tmp_path: Path) ->
     assert a.verdict[0].startswith("No baseline (no complete single-mode run")
     assert "faster" not in text and "slower" not in text and "Validation" not in text
     assert "Placing" not in text and "placement" not in text  # one host: no placement what-if
+    assert "With equal workers" in text and "budgets that would realise it" not in text  # nor budgets per host
     assert "No worker is flagged as a straggler" in text
     assert "nan" not in text.lower()
 
