@@ -138,7 +138,7 @@ def _what_if_row(split: Any, strag: StragglerFigures, rec: RunRecord, epochs: pd
     model = StepModel.of(split, rec, epochs)
     if model is None:
         return EMPTY_ROW | PLACEMENT_EMPTY
-    what = equal_workers(model, split, cpu_fig.worker_hosts(rec.meta), cpu_fig.host_budgets(rec.meta))
+    what = equal_workers(model, cpu_fig.worker_hosts(rec.meta), cpu_fig.host_budgets(rec.meta))
     moved = not strag.placement.empty and (strag.placement["workers_proposed"] != strag.placement["workers_now"]).any()
     return what.to_row() | (placement_row(model, strag.compute_proposed_s) if moved else PLACEMENT_EMPTY)
 

@@ -59,7 +59,6 @@ class EqualWorkers:
     predicted: Prediction
     transfer_s: float
     transfer_source: str  # "calibration" or "run"
-    trace_factor: float  # r
     budgets: dict[str, float]  # per host: the budget that gives its workers the median speed
     assumptions: str
 
@@ -100,11 +99,11 @@ def calibrated_transfer(meta: dict[str, Any], split: StepSplit) -> float | None:
     return float(np.median(grads) + extra * np.median(floats))
 
 
-def trace_factor(record: RunRecord, split: StepSplit) -> float:
-    """Untraced over traced median step time on the same run: the trace window's own cost taken out."""
-    if split.source != "trace" or record.steps.empty:
+def trace_factor(steps: pd.DataFrame, split: StepSplit) -> float:
+    """Untraced over traced median step time on the same run (``steps``: its final attempt's step
+    records): the trace window's own cost taken out."""
+    if split.source != "trace" or steps.empty:
         return 1.0
-    steps = final_attempt(record.steps)
     steps = steps[steps["epoch"] > steps["epoch"].min()] if steps["epoch"].nunique() > 1 else steps
     traced = pd.MultiIndex.from_arrays([split.steps["epoch"], split.steps["step"]])
     mask = pd.MultiIndex.from_arrays([steps["epoch"], steps["step"]]).isin(traced)
@@ -119,6 +118,7 @@ class StepModel:
 
     jitter: pd.Series  # per compared step: max over workers of busy(w,s) / median busy(w)
     inp: pd.Series  # per compared step: median input over workers
+    busy_w: pd.Series  # per worker: its median busy time
     r: float
     transfer: float
     own: float
@@ -126,8 +126,16 @@ class StepModel:
     steps_per_epoch: int
     outside: float
     val_now: float  # median validation time of the steady epochs
-    slowest: float  # the slowest worker's median busy
     source: str
+
+    @property
+    def slowest(self) -> float:
+        """The slowest worker's median busy time."""
+        return float(self.busy_w.max())
+
+    @property
+    def transfer_source(self) -> str:
+        return "calibration" if self.cal is not None and self.cal < self.own else "run"
 
     @classmethod
     def of(cls, split: StepSplit, record: RunRecord, epochs: pd.DataFrame) -> StepModel | None:
@@ -141,10 +149,12 @@ class StepModel:
         own = float(per["transfer"].median())
         cal = calibrated_transfer(record.meta, split)
         steady = epochs.iloc[1:] if len(epochs) > 1 else epochs
-        return cls(jitter=per["jitter"].fillna(1.0), inp=per["inp"].fillna(0.0), r=trace_factor(record, split),
-                   transfer=min(own, cal) if cal is not None else own, own=own, cal=cal,
-                   steps_per_epoch=_steps_per_epoch(record), outside=_outside_steps(record, steady),
-                   val_now=float(steady["val_s"].median()), slowest=float(own_busy.max()), source=split.source)
+        steps = final_attempt(record.steps)  # once: the three below read the same records
+        lead = steps[steps["worker"] == steps["worker"].min()]
+        return cls(jitter=per["jitter"].fillna(1.0), inp=per["inp"].fillna(0.0), busy_w=own_busy,
+                   r=trace_factor(steps, split), transfer=min(own, cal) if cal is not None else own, own=own, cal=cal,
+                   steps_per_epoch=_steps_per_epoch(lead), outside=_outside_steps(lead, steady),
+                   val_now=float(steady["val_s"].median()), source=split.source)
 
     def predict(self, level: float) -> Prediction:
         """Every worker computing ``level`` seconds per step at its median, with its own step-to-step
@@ -161,15 +171,12 @@ class StepModel:
                           step_s=float(pred.mean()), val_s=val)
 
 
-def equal_workers(model: StepModel, split: StepSplit, host_of: dict[int, str],
-                  budgets: dict[str, float]) -> EqualWorkers:
-    busy_w = split.steps.groupby("worker")["busy_s"].median()
-    med = float(busy_w.median())
+def equal_workers(model: StepModel, host_of: dict[int, str], budgets: dict[str, float]) -> EqualWorkers:
+    med = float(model.busy_w.median())
     return EqualWorkers(
-        predicted=model.predict(med), transfer_s=model.transfer,
-        transfer_source="calibration" if model.cal is not None and model.cal < model.own else "run",
-        trace_factor=model.r, budgets=_equal_budgets(busy_w, host_of, budgets, med),
-        assumptions=_assumptions(model))
+        predicted=model.predict(med), transfer_s=model.transfer, transfer_source=model.transfer_source,
+        budgets=_equal_budgets(model.busy_w, host_of, budgets, med),
+        assumptions=_assumptions(model, "every worker at the median worker's compute speed"))
 
 
 def placement_row(model: StepModel, proposed_s: float) -> dict[str, Any]:
@@ -179,9 +186,9 @@ def placement_row(model: StepModel, proposed_s: float) -> dict[str, Any]:
         return dict(PLACEMENT_EMPTY)
     p = model.predict(proposed_s)
     return {"placement_epoch_s": p.epoch_s, "placement_epoch_lo_s": p.epoch_lo_s, "placement_epoch_hi_s": p.epoch_hi_s,
-            "placement_assumptions": ("each host's measured throughput (workers / their median compute) shared by "
-                                      f"the workers placed on it, {proposed_s * 1e3:.0f} ms on the slowest; "
-                                      + _assumptions(model).split("; ", 1)[1])}
+            "placement_assumptions": _assumptions(model, "each host's measured throughput (workers / their median "
+                                                  f"compute) shared by the workers placed on it, {proposed_s * 1e3:.0f} "
+                                                  "ms on the slowest")}
 
 
 def _without_outliers(pred: pd.Series) -> pd.Series:
@@ -193,17 +200,14 @@ def _without_outliers(pred: pd.Series) -> pd.Series:
     return keep if len(keep) else pred
 
 
-def _steps_per_epoch(record: RunRecord) -> int:
-    steps = final_attempt(record.steps)
-    w0 = steps[steps["worker"] == steps["worker"].min()]
-    return int(w0.groupby("epoch").size().median()) if not w0.empty else 0
+def _steps_per_epoch(lead: pd.DataFrame) -> int:
+    """``lead``: the first worker's step records of the final attempt."""
+    return int(lead.groupby("epoch").size().median()) if not lead.empty else 0
 
 
-def _outside_steps(record: RunRecord, steady: pd.DataFrame) -> float:
+def _outside_steps(lead: pd.DataFrame, steady: pd.DataFrame) -> float:
     """Median over the steady epochs of training time not spent inside a step (callbacks, data hand-off)."""
-    steps = final_attempt(record.steps)
-    w0 = steps[steps["worker"] == steps["worker"].min()]
-    inside = w0.groupby("epoch")["duration_s"].sum()
+    inside = lead.groupby("epoch")["duration_s"].sum()
     gaps = [float(row.train_s) - float(inside.get(int(row.epoch) - 1, math.nan)) for row in steady.itertuples()]
     gaps = [g for g in gaps if math.isfinite(g)]
     return max(0.0, float(np.median(gaps))) if gaps else 0.0
@@ -223,7 +227,8 @@ def _equal_budgets(busy_w: pd.Series, host_of: dict[int, str], budgets: dict[str
     return {h: work / med * int(counts[h]) for h in counts.index if h in budgets}
 
 
-def _assumptions(m: StepModel) -> str:
+def _assumptions(m: StepModel, who: str) -> str:
+    """The what-if's assumptions in one line; ``who``: how fast its workers compute."""
     if m.cal is None:
         transfer = (f"transfer {m.own * 1e3:.1f} ms from this run's own all-reduces (no calibration recorded: may "
                     f"carry a throttled worker's slowness)")
@@ -232,6 +237,6 @@ def _assumptions(m: StepModel) -> str:
                     f"({m.own * 1e3:.1f} ms) and the workers' all-reduce calibration after training ({m.cal * 1e3:.1f} ms)")
     split = (f"busy and input from traced steps x {m.r:.3f} (the trace's own cost removed)" if m.source == "trace"
              else "busy and input from CPU-second estimates")
-    return (f"every worker at the median worker's compute speed, keeping its own step-to-step variation (a step "
+    return (f"{who}, keeping its own step-to-step variation (a step "
             f"waits for the slowest: x{float(m.jitter.median()):.3f} at the median step); {split}; {transfer}; "
             f"validation scaled like a step; time outside steps as measured")
