@@ -12,28 +12,18 @@ from typing import Any
 
 import numpy as np
 
-from perfkit.workloads import array_dataset  # this shard of in-memory arrays, batched per replica
+from perfkit.workloads import InMemoryWorkload  # sizes, identity, datasets over in-memory arrays
 
 SIZES = {"tiny": (1024, 256), "quick": (32768, 8192), "blog": (131072, 32768)}  # train, eval images
 CLASSES, SIDE = 10, 32
 
 
-class SmallCNN:
+class SmallCNN(InMemoryWorkload):
     name = "small-cnn"
     version = "1"
     global_batch = 256
-
-    def __init__(self, preset: str = "quick", seed: int = 0) -> None:
-        if preset not in SIZES:
-            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(SIZES)}")
-        self.preset, self.seed = preset, seed
-        self.n_train, self.n_eval = SIZES[preset]
-
-    def params(self) -> dict[str, Any]:
-        return {"train": self.n_train, "eval": self.n_eval, "side": SIDE, "classes": CLASSES, "seed": self.seed}
-
-    def samples(self) -> tuple[int, int]:
-        return self.n_train, self.n_eval
+    sizes = SIZES
+    shape = {"side": SIDE, "classes": CLASSES}
 
     def build_model(self) -> Any:
         import tensorflow as tf
@@ -53,7 +43,7 @@ class SmallCNN:
                       metrics=["accuracy"])
         return model
 
-    def _data(self, n: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    def data(self, n: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
         """Class k is a grating of frequency k + 1 at a random phase and angle, in noise (an easy task: the
         point is the convolutions' cost, not the accuracy)."""
         rng = np.random.default_rng(self.seed + offset)
@@ -64,12 +54,6 @@ class SmallCNN:
         grating = np.sin((y + 1)[:, None, None] * coord + phase[:, None, None]).astype(np.float32)
         x = grating[..., None] * np.array([1.0, 0.6, 0.3], np.float32) + rng.normal(0, 0.8, (n, SIDE, SIDE, 3))
         return x.astype(np.float32), y.astype(np.int32)
-
-    def train_dataset(self, ctx: Any, global_batch: int) -> Any:
-        return array_dataset(*self._data(self.n_train, 1), ctx, global_batch, shuffle_seed=self.seed)
-
-    def eval_dataset(self, ctx: Any, global_batch: int) -> Any:
-        return array_dataset(*self._data(self.n_eval, 2), ctx, global_batch)
 
 
 workload = SmallCNN  # perfkit calls it with preset= and seed=

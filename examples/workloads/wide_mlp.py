@@ -12,28 +12,18 @@ from typing import Any
 
 import numpy as np
 
-from perfkit.workloads import array_dataset  # this shard of in-memory arrays, batched per replica
+from perfkit.workloads import InMemoryWorkload  # sizes, identity, datasets over in-memory arrays
 
 SIZES = {"tiny": (2048, 512), "quick": (16384, 4096), "blog": (262144, 65536)}  # train, eval samples
 FEATURES, WIDTH = 256, 2048
 
 
-class WideMLP:
+class WideMLP(InMemoryWorkload):
     name = "wide-mlp"
     version = "1"
     global_batch = 64  # small on purpose: little compute per step against the same gradient size
-
-    def __init__(self, preset: str = "quick", seed: int = 0) -> None:
-        if preset not in SIZES:
-            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(SIZES)}")
-        self.preset, self.seed = preset, seed
-        self.n_train, self.n_eval = SIZES[preset]
-
-    def params(self) -> dict[str, Any]:
-        return {"train": self.n_train, "eval": self.n_eval, "features": FEATURES, "width": WIDTH, "seed": self.seed}
-
-    def samples(self) -> tuple[int, int]:
-        return self.n_train, self.n_eval
+    sizes = SIZES
+    shape = {"features": FEATURES, "width": WIDTH}
 
     def build_model(self) -> Any:
         import tensorflow as tf  # perfkit has chosen the Keras (tf-keras) before this runs
@@ -48,18 +38,12 @@ class WideMLP:
         model.compile(optimizer=k.optimizers.Adam(1e-3), loss="binary_crossentropy", metrics=["accuracy"])
         return model
 
-    def _data(self, n: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    def data(self, n: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
         rng = np.random.default_rng(self.seed)
         w = rng.standard_normal(FEATURES).astype(np.float32)  # the same hidden rule for train and eval
         x = np.random.default_rng(self.seed + offset).standard_normal((n, FEATURES)).astype(np.float32)
         y = ((x @ w + 0.5 * np.sin(3 * x[:, 0])) > 0).astype(np.float32).reshape(-1, 1)
         return x, y
-
-    def train_dataset(self, ctx: Any, global_batch: int) -> Any:
-        return array_dataset(*self._data(self.n_train, 1), ctx, global_batch, shuffle_seed=self.seed)
-
-    def eval_dataset(self, ctx: Any, global_batch: int) -> Any:
-        return array_dataset(*self._data(self.n_eval, 2), ctx, global_batch)
 
 
 workload = WideMLP  # perfkit calls it with preset= and seed=

@@ -24,7 +24,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from perfkit.errors import PerfkitError, UsageError
 
@@ -245,3 +245,36 @@ def array_dataset(x: Any, y: Any, input_context: Any, global_batch: int, shuffle
     if shuffle_seed is not None:
         ds = ds.shuffle(max(1, len(x) // ctx.num_input_pipelines), seed=shuffle_seed + ctx.input_pipeline_id)
     return ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True).prefetch(2)
+
+
+class InMemoryWorkload:
+    """A base for workloads whose data is generated or loaded into memory per process: a subclass sets
+    ``name``, ``version``, ``sizes`` (preset -> (train, eval) samples), optionally ``global_batch`` and
+    ``shape`` (its size parameters), and implements ``build_model()`` and ``data(n, offset) -> (x, y)``
+    (``offset`` 1 for training, 2 for evaluation). Sizes, identity and both datasets come from here."""
+
+    name: str
+    version: str
+    sizes: ClassVar[dict[str, tuple[int, int]]]
+    shape: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, preset: str = "quick", seed: int = 0) -> None:
+        if preset not in self.sizes:
+            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(self.sizes)}")
+        self.preset, self.seed = preset, seed
+        self.n_train, self.n_eval = self.sizes[preset]
+
+    def params(self) -> dict[str, Any]:
+        return {"train": self.n_train, "eval": self.n_eval, **self.shape, "seed": self.seed}
+
+    def samples(self) -> tuple[int, int]:
+        return self.n_train, self.n_eval
+
+    def data(self, n: int, offset: int) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def train_dataset(self, input_context: Any, global_batch: int) -> Any:
+        return array_dataset(*self.data(self.n_train, 1), input_context, global_batch, shuffle_seed=self.seed)
+
+    def eval_dataset(self, input_context: Any, global_batch: int) -> Any:
+        return array_dataset(*self.data(self.n_eval, 2), input_context, global_batch)
