@@ -123,7 +123,10 @@ class StepLog:
         columns = ["epoch", "t_start_ns", "t_end_ns", "train_s", "val_s", *EPOCH_METRIC_COLUMNS]
         extra = sorted({k for row in self._epochs for k in row} - set(columns))
         df = pd.DataFrame(self._epochs, columns=columns + extra)
-        return df.astype({"epoch": "int32", "t_start_ns": "int64", "t_end_ns": "int64"})
+        # Times and metrics are floats even with no row: an attempt that died before its first epoch end
+        # would otherwise give object columns, whose concat with earlier attempts turns NaN into null.
+        floats = {c: "float64" for c in df.columns if c not in ("epoch", "t_start_ns", "t_end_ns")}
+        return df.astype({"epoch": "int32", "t_start_ns": "int64", "t_end_ns": "int64", **floats})
 
 
 def keras_callback(log: StepLog, on_step: Callable[[int, int, Mapping[str, Any]], None] | None = None,

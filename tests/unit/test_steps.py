@@ -46,3 +46,21 @@ def test_epoch_without_validation_has_zero_val_time() -> None:
 def test_anchor_maps_monotonic_to_wall() -> None:
     a = ClockAnchor(wall_ns=1_700_000_000_000_000_000, mono_ns=500)
     assert a.to_wall_ns(1_500) == 1_700_000_000_000_001_000
+
+
+def test_an_attempt_without_epochs_keeps_float_metrics_beside_earlier_ones(tmp_path) -> None:
+    """A restarted attempt that died before an epoch ended has no epoch rows; joined to an earlier attempt's
+    all-NaN metric (a model without AUC), the column must stay float NaN, not become null."""
+    import pandas as pd
+
+    from perfkit.results import write_parquet
+
+    empty = StepLog(samples_per_step=8).epochs_frame()
+    assert empty["val_auc"].dtype == "float64" and empty["train_s"].dtype == "float64"
+    earlier = pd.DataFrame({"epoch": [0], "t_start_ns": [1], "t_end_ns": [2], "train_s": [1.0], "val_s": [0.1],
+                            **{c: [float("nan")] for c in empty.columns if c.startswith(("val_", "loss", "acc",
+                                                                                          "auc", "prec", "rec"))
+                               and c != "val_s"}})
+    write_parquet(tmp_path / "e.parquet", pd.concat([earlier, empty], ignore_index=True))
+    back = pd.read_parquet(tmp_path / "e.parquet")
+    assert back["val_auc"].dtype == "float64" and back["val_auc"].isna().all()
