@@ -278,6 +278,9 @@ def completeness_problems(record: RunRecord, parts: list[RunRecord]) -> list[str
         problems.append(f"status {status}" + (f": {err}" if err else ""))
     n = (meta.get("cluster") or {}).get("num_workers") or max(1, len(meta.get("workers") or []))
     expected = set(range(int(n)))
+    if (meta.get("launch") or {}).get("recorded") is False:
+        return problems + ["the launched command recorded no steps: it does not use perfkit.record (only its "
+                           "processes' CPU, memory and exit status were recorded)"]
     for name, df in (("steps", record.steps), ("epochs", record.epochs)):
         have = {int(w) for w in df["worker"].unique()} if not df.empty else set()
         if expected - have:

@@ -51,7 +51,14 @@ def workload(meta: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def describe_data(meta: dict[str, Any]) -> str:
-    source, name, train, test, length, seed = dataset(meta)
+    return describe_dataset(dataset(meta))
+
+
+def describe_dataset(key: tuple[Any, ...]) -> str:
+    """``dataset()``'s tuple in words."""
+    source, name, train, test, length, seed = key
+    if source == "workload" and name == "command":  # a launched command (perfkit launch, perfkit.record)
+        return f"command {json.loads(test).get('command')!r}"
     if source == "workload":
         return f"workload {name} {train} ({test})"
     return f"{name or source} ({train}/{test} players, {length} days, seed {seed})"
@@ -137,10 +144,7 @@ def _mismatch(meta: dict[str, Any], base: dict[str, Any] | None, key: tuple[Any,
     whose = "the baseline's" if base is not None else "the latest run's"
     if meta.get("preset") != key[0]:
         return f"preset {meta.get('preset')}, not {whose} {key[0]}"
-    ref = base if base is not None else {"data": {"source": key[1], "path": key[2]},
-                                         "config": dict(zip(("train_players", "test_players", "sequence_length",
-                                                             "seed"), key[3:]))}
-    return f"dataset {describe_data(meta)}, not {whose} {describe_data(ref)}"
+    return f"dataset {describe_data(meta)}, not {whose} {describe_dataset(key[1:])}"
 
 
 def _config_notes(meta: dict[str, Any], base: dict[str, Any]) -> list[str]:

@@ -25,7 +25,8 @@ ARMS = ("gradients", "one pack", "one float", "step")
 
 def _join(index: int, ports: list[int], parent: int) -> tuple[Any, dict[str, Any]]:
     """Pin, cap the pools and join: all before TensorFlow's context starts, which fixes both for good."""
-    from perfkit.trainer.worker_main import apply_cpu_limits, die_with_launcher
+    from perfkit.trainer.guard import die_with_launcher
+    from perfkit.trainer.worker_main import apply_cpu_limits
 
     die_with_launcher(parent)  # the kernel kills this worker if the benchmark dies, even by kill -9
     cores = sorted(os.sched_getaffinity(0))

@@ -23,7 +23,7 @@ app = typer.Typer(
 def _register() -> None:
     # Each command module adds itself to `app`; imported here so that `perfkit --help` sees them all
     # while TensorFlow itself stays unimported until a command needs it.
-    from perfkit.cli import compare, data, run, runs, tensorboard  # noqa: F401
+    from perfkit.cli import compare, data, launch, run, runs, tensorboard  # noqa: F401
     from perfkit.cli import analyze  # noqa: F401
     from perfkit.cli import bench  # noqa: F401
 

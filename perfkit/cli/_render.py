@@ -82,7 +82,8 @@ class ProgressObserver:
 
 
 def summary_table(summary: RunSummary, epochs: Any) -> Table:
-    table = Table(title=f"run {summary.run_id} ({summary.mode}, preset {summary.preset}, {summary.status})")
+    what = f"preset {summary.preset}" if summary.preset else "your command"
+    table = Table(title=f"run {summary.run_id} ({summary.mode}, {what}, {summary.status})")
     for col in ("epoch", "epoch s", "train s", "val s", "samples/s", "val acc", "val AUC"):
         table.add_column(col, justify="right")
     for row in epochs.itertuples(index=False):

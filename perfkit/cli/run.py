@@ -94,7 +94,7 @@ def train_once(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, run
                quiet: bool, extra_meta: dict[str, object] | None = None) -> Path:
     """One run with the live progress display, then its summary (both silenced by ``quiet``)."""
     console = Console(stderr=False, quiet=quiet)
-    observer = _observer(console, quiet)
+    observer = progress_observer(console, quiet)
     try:
         if opts is not None:
             from perfkit.trainer.multi import run_multi
@@ -108,7 +108,7 @@ def train_once(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, run
         if hasattr(observer, "close"):
             observer.close()
     if not quiet:
-        _print_summary(console, path)
+        print_summary(console, path)
     return path
 
 
@@ -141,18 +141,22 @@ def multi_options(workers: int | None, cluster: Path | None, host: str | None, t
     return MultiOptions(spec, local, part, emulated, pin, connect_timeout, max_restarts)
 
 
-def _observer(console: Console, quiet: bool):  # type: ignore[no-untyped-def]
+def progress_observer(console: Console, quiet: bool):  # type: ignore[no-untyped-def]
     from perfkit.cli._render import ProgressObserver, WarningsOnly
 
     return WarningsOnly() if quiet else ProgressObserver(console)
 
 
-def _print_summary(console: Console, path: Path) -> None:
+def print_summary(console: Console, path: Path) -> None:
     from perfkit.analysis.summary import epoch_table, summarize, worker_table
     from perfkit.cli._render import summary_table, trace_lines, worker_lines
     from perfkit.results import RunRecord
 
     record = RunRecord.load(path)
+    if record.steps.empty:  # a launched command that does not use perfkit.record
+        console.print(f"no steps recorded (the command does not use perfkit.record): only CPU, memory and "
+                      f"exit status\nrun directory: {path}")
+        return
     console.print(summary_table(summarize(record), epoch_table(record)))
     workers = worker_table(record)
     if len(workers) > 1:

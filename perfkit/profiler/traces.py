@@ -12,9 +12,10 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
-def finish_traces(run: Any, cfg: Any, captures: dict[str, dict[str, Any]]) -> None:
-    """Record the captures of ``run`` (a RunDir) in run.json; parsing them is left to the analysis."""
-    profile: dict[str, Any] = {"spec": cfg.profile_steps}
+def finish_traces(run: Any, spec: str, captures: dict[str, dict[str, Any]]) -> None:
+    """Record the captures of ``run`` (a RunDir) in run.json (``spec``: the window asked for, e.g. "auto");
+    parsing them is left to the analysis."""
+    profile: dict[str, Any] = {"spec": spec}
     window = next((c.get("window") for _, c in sorted(captures.items()) if c.get("window")), None)
     if window is not None:
         profile["window"] = window

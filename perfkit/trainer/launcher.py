@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfkit.cluster import ClusterSpec, WorkerSpec, is_loopback
@@ -56,10 +57,26 @@ class Failure:
     details: dict[str, Any]
 
 
+class PerfkitWorker:
+    """What the launcher starts by default: perfkit's own worker (``perfkit.trainer.worker_main``), which
+    reads launch.json, applies its CPU limits itself and reports every state in status.json."""
+
+    reports = True  # writes status.json from its first instant: the launcher can rely on its states
+    forms_cluster = True
+
+    def command(self, run: RunDir, placement: Placement) -> list[str]:
+        return [sys.executable, "-m", "perfkit.trainer.worker_main", str(run.path), str(placement.index)]
+
+    def environment(self, run: RunDir, cluster: ClusterSpec, placement: Placement) -> dict[str, str]:
+        return worker_env()
+
+
 class Launcher:
     def __init__(self, run: RunDir, cluster: ClusterSpec, placements: list[Placement], env: HostEnv | None,
-                 sampler: Sampler, observer: Observer, connect_timeout: float, stall_timeout: float = 600.0) -> None:
+                 sampler: Sampler, observer: Observer, connect_timeout: float, stall_timeout: float = 600.0,
+                 spawn: Any = None) -> None:
         self.run, self.cluster, self.env = run, cluster, env
+        self.spawn = spawn or PerfkitWorker()  # or a user's command (perfkit.trainer.command.UserCommand)
         self.sampler, self.observer, self.connect_timeout = sampler, observer, connect_timeout
         self.stall_timeout = stall_timeout
         self._last_seen: dict[int, Any] = {}
@@ -77,9 +94,9 @@ class Launcher:
             prefix = self.env.wrap(w.index) if self.env else []  # its host's network namespace
             with open(wdir / "worker.log", "ab") as out:
                 w.proc = subprocess.Popen(
-                    [*prefix, sys.executable, "-m", "perfkit.trainer.worker_main", str(self.run.path), str(w.index)],
+                    [*prefix, *self.spawn.command(self.run, w.placement)],
                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                    env=_worker_env())
+                    env=self.spawn.environment(self.run, self.cluster, w.placement))
             if self.env:
                 self.env.started(w.index, w.proc.pid)
             self.sampler.watch(Target(w.proc.pid, w.index, "worker", w.placement.host))
@@ -87,7 +104,8 @@ class Launcher:
 
     def wait(self) -> Failure | None:
         """Until every worker exited 0 (None) or something went wrong (the Failure)."""
-        deadline = time.monotonic() + self.connect_timeout
+        # One process alone forms no cluster: nothing to wait for but its exit (and its progress).
+        deadline = time.monotonic() + self.connect_timeout if self.spawn.forms_cluster else 0.0
         while True:
             self._read_statuses()
             failure = self._dead_worker()
@@ -95,7 +113,7 @@ class Launcher:
                 return failure
             if all(w.proc is not None and w.proc.poll() == 0 for w in self.workers):
                 return None
-            if deadline and all(w.status.get("state") in ("joined", "training", "done") for w in self.workers):
+            if deadline and all(self._joined(w) for w in self.workers):
                 deadline = 0.0
             if deadline and time.monotonic() > deadline:
                 return self._not_formed()
@@ -119,11 +137,19 @@ class Launcher:
         return Failure("failed", f"no worker reported progress for {self.stall_timeout:g} s; still running: {names}",
                        {"stalled": [w.index for w in running]})
 
+    def _joined(self, w: Worker) -> bool:
+        """Its status says it joined; or, for a command that may write no status (a user's script without
+        perfkit.record), its TF server listens on its port: every server up means the cluster forms."""
+        if w.status.get("state") in ("joined", "training", "done"):
+            return True
+        return (not self.spawn.reports and w.proc is not None
+                and listening(w.proc.pid, self.cluster.workers[w.index].port))
+
     def _not_formed(self) -> Failure:
         """Name the workers that never joined: local ones that never reached 'connecting', and every
         other worker of the cluster whose port accepts no connection (its process was never started)."""
         local = {w.index: w for w in self.workers}
-        stuck = [i for i, w in local.items() if w.status.get("state") not in ("connecting", "joined", "training")]
+        stuck = [i for i, w in local.items() if not self._joined(w) and w.status.get("state") != "connecting"]
         others = [spec for spec in self.cluster.workers if spec.index not in local]
         # TF binds 0.0.0.0:port, so a local peer on one of our own ports would be answered by our worker:
         # such a peer cannot be running here, and is never joined.
@@ -163,7 +189,10 @@ class Launcher:
 
     # -- observation ---------------------------------------------------------------------------------
     def _read_statuses(self) -> None:
+        busy = self.sampler.latest() if not self.spawn.reports else {}
         for w in self.workers:
+            if busy.get(w.index, 0.0) > 1.0:  # a command without status shows its progress by computing
+                self._heard[w.index] = time.monotonic()
             try:
                 w.status = json.loads((self.run.worker_dir(w.index) / "status.json").read_text())
             except (OSError, ValueError):
@@ -231,7 +260,8 @@ class Launcher:
                  "cores": w.placement.cores, "threads": w.placement.threads,
                  "anchor_wall_ns": w.status.get("anchor_wall_ns"), "anchor_mono_ns": w.status.get("anchor_mono_ns"),
                  "exit_code": w.proc.returncode if w.proc else None, "state": w.status.get("state"),
-                 "profile": w.status.get("profile"), "calibration": w.status.get("calibration")}
+                 "profile": w.status.get("profile"), "calibration": w.status.get("calibration"),
+                 "plan": w.status.get("plan")}
                 for w in self.workers]
 
 
@@ -247,7 +277,23 @@ def unreachable(peers: list[WorkerSpec], timeout: float = 1.0) -> list[WorkerSpe
     return out
 
 
-def _worker_env() -> dict[str, str]:
+def listening(pid: int, port: int) -> bool:
+    """Whether a TCP socket listens on ``port`` in the network namespace of process ``pid``: its
+    /proc/<pid>/net tables are that namespace's, so this sees into an emulated host's namespace too."""
+    want = f":{port:04X}"
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[1].endswith(want) and fields[3] == "0A":  # 0A: TCP_LISTEN
+                return True
+    return False
+
+
+def worker_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("TF_CONFIG", None)  # each worker sets its own
     env["PYTHONUNBUFFERED"] = "1"

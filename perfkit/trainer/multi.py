@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,7 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
     env = HostEnv.setup(opts.cluster, opts.local_workers, opts.part, opts.emulate, opts.pin, opts.allow_unenforced,
                         dir_name)
     try:
-        _warn(env, observer)
+        warn_setup(env, observer)
         run = RunDir.create(results_dir, dir_name, {**_meta(cfg, opts, env, rid, data_info), **(extra_meta or {})})
         # Temporary folders, removed on every exit path (by the janitor, so even after a SIGKILL).
         env.janitor.register("glob", run.path / "tensorboard" / ".capture-*")
@@ -82,7 +83,7 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
             observer.warning(f"could not remove {line}")
 
 
-def _warn(env: HostEnv, observer: Observer) -> None:
+def warn_setup(env: HostEnv, observer: Observer) -> None:
     if env.sandbox.mechanism == "none":
         observer.warning(f"TensorFlow's worker servers listen on every interface of this machine: no private "
                          f"network for them ({env.sandbox.reason})")
@@ -90,32 +91,53 @@ def _warn(env: HostEnv, observer: Observer) -> None:
         observer.warning(f"CPU budgets not enforced (--allow-unenforced): {env.unenforced}")
 
 
+@dataclass(frozen=True)
+class Supervision:
+    """How a run's local workers are started and watched: the same for perfkit's workers and a user's command."""
+
+    payload: Callable[[int, str | None], dict[str, Any]]  # launch.json of an attempt, given its trace window
+    sample_interval: float
+    profile_spec: str
+    recover_profiler: bool = False
+    profile_retries: int = 0
+    spawn: Any = None  # None: perfkit's own worker (launcher.PerfkitWorker)
+
+
 def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, env: HostEnv, observer: Observer,
             results_dir: Path) -> Path:
-    sampler = Sampler(cfg.sample_interval, [Target(os.getpid(), -1, "launcher", hostname())])
-    launcher = Launcher(run, env.cluster, env.placements, env, sampler, observer, opts.connect_timeout,
-                        opts.stall_timeout)
-
-    def write_launch(attempt: int, profile_spec: str | None = None) -> None:
+    def payload(attempt: int, profile_spec: str | None) -> dict[str, Any]:
         config = {**cfg.to_dict(), "profile_steps": profile_spec or cfg.profile_steps}
         # A backup also lets a cluster resume after TF's profiler crashed a worker (see supervise).
         backup = opts.max_restarts > 0 or cfg.profile_steps != "off"
-        write_launch_file(run, {
-            "run_id": run.meta["run_id"], "config": config, "cluster": env.cluster.to_dict(),
-            "cache_dir": str(results_dir / "datasets"), "connect_timeout": opts.connect_timeout,
-            "launcher_pid": os.getpid(), "attempt": attempt,
-            "backup_dir": str(run.path / "backup") if backup else None,
-            "workers": {str(p.index): {"host": p.host, "threads": p.threads, "cores": p.cores}
-                        for p in env.placements},
-        })
+        return {"run_id": run.meta["run_id"], "config": config, "cluster": env.cluster.to_dict(),
+                "cache_dir": str(results_dir / "datasets"), "connect_timeout": opts.connect_timeout,
+                "launcher_pid": os.getpid(), "attempt": attempt,
+                "backup_dir": str(run.path / "backup") if backup else None,
+                "workers": placements_payload(env)}
 
+    # One host of a cluster cannot restart its workers alone.
+    supervise_run(run, env, opts, observer, Supervision(
+        payload, cfg.sample_interval, cfg.profile_steps, recover_profiler=cfg.profile_steps != "off" and opts.part is None,
+        profile_retries=cfg.profile_retries))
+    return run.path
+
+
+def placements_payload(env: HostEnv) -> dict[str, dict[str, Any]]:
+    return {str(p.index): {"host": p.host, "threads": p.threads, "cores": p.cores} for p in env.placements}
+
+
+def supervise_run(run: RunDir, env: HostEnv, opts: MultiOptions, observer: Observer, sup: Supervision) -> None:
+    """Start, watch and (re)start the local workers until the run ends, then record how it ended; raises
+    RunFailed / RunInterrupted when it did not complete."""
+    sampler = Sampler(sup.sample_interval, [Target(os.getpid(), -1, "launcher", hostname())])
+    launcher = Launcher(run, env.cluster, env.placements, env, sampler, observer, opts.connect_timeout,
+                        opts.stall_timeout, sup.spawn)
     sampler.start()
     failure, restarts = None, []
     try:
-        failure, restarts = supervise(launcher, opts.max_restarts, write_launch,
-                                      # One host of a cluster cannot restart its workers alone.
-                                      recover_profiler=cfg.profile_steps != "off" and opts.part is None,
-                                      profile_retries=cfg.profile_retries)
+        failure, restarts = supervise(launcher, opts.max_restarts,
+                                      lambda attempt, spec=None: write_launch_file(run, sup.payload(attempt, spec)),
+                                      recover_profiler=sup.recover_profiler, profile_retries=sup.profile_retries)
     except KeyboardInterrupt:  # between two waits, e.g. while workers were being started
         launcher.interrupt()
         failure = Failure("interrupted", "interrupted by the user (Ctrl-C)", {})
@@ -125,12 +147,11 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, env: HostEnv, obser
     finally:
         launcher.stop()
         observer.training_finished()
-        _finish(run, cfg, env, launcher, sampler, failure, restarts)
+        _finish(run, sup.profile_spec, env, launcher, sampler, failure, restarts)
     raise_for(failure, run)
-    return run.path
 
 
-def _finish(run: RunDir, cfg: RunConfig, env: HostEnv, launcher: Launcher, sampler: Sampler,
+def _finish(run: RunDir, profile_spec: str, env: HostEnv, launcher: Launcher, sampler: Sampler,
             failure: Failure | None, restarts: list[dict[str, Any]]) -> None:
     sampled = sampler.stop()
     run.write_frame("cpu.parquet", sampled.cpu)
@@ -142,7 +163,7 @@ def _finish(run: RunDir, cfg: RunConfig, env: HostEnv, launcher: Launcher, sampl
                failure=failure.details if failure else None, workers=workers)
     for leftover in (run.path / "tensorboard").glob(".capture-*"):  # before the captures are recorded
         shutil.rmtree(leftover, ignore_errors=True)
-    finish_traces(run, cfg, _captures(workers, restarts))
+    finish_traces(run, profile_spec, _captures(workers, restarts))
 
 
 def _captures(workers: list[dict[str, Any]], restarts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -186,10 +207,14 @@ def _ensure_data(cfg: RunConfig, cache_dir: Path, num_workers: int) -> dict[str,
 
 def _meta(cfg: RunConfig, opts: MultiOptions, env: HostEnv, run_id: str, data_info: dict[str, Any]) -> dict[str, Any]:
     return {
-        "run_id": run_id,
+        "run_id": run_id, "mode": cfg.mode.value, "strategy": "MultiWorkerMirroredStrategy", "preset": cfg.preset,
+        "config": cfg.to_dict(), **data_info, **placement_meta(opts, env)}
+
+
+def placement_meta(opts: MultiOptions, env: HostEnv) -> dict[str, Any]:
+    """run.json's account of where the workers ran: part, cluster, budgets, network, machine."""
+    return {
         "part": {"name": opts.part, "workers": list(opts.local_workers)} if opts.part else None,
-        "mode": cfg.mode.value, "strategy": "MultiWorkerMirroredStrategy", "preset": cfg.preset,
-        "config": cfg.to_dict(), **data_info,
         "cluster": {**env.cluster.to_dict(), "num_workers": env.cluster.num_workers,
                     "local_workers": list(opts.local_workers), "emulated": opts.emulate, "pinned": opts.pin,
                     "declared": opts.cluster.to_dict() if env.cluster != opts.cluster else None,

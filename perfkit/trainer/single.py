@@ -48,7 +48,7 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
     captures: dict[str, dict[str, Any]] = {}
     status, error, raised = _train(cfg, workload, run, sampler, steplog, observer, captures)
     _save(run, steplog, sampler.stop(), status, error)
-    finish_traces(run, cfg, captures)
+    finish_traces(run, cfg.profile_steps, captures)
     if raised is not None:
         raise raised
     return run.path

@@ -15,22 +15,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from perfkit._libc import set_parent_death_signal
 from perfkit.cluster import ClusterSpec, cluster_from_dict
 from perfkit.config import RunConfig
 from perfkit.profiler.steps import StepLog
 from perfkit.results import write_json, write_parquet
+from perfkit.trainer.guard import die_with_launcher
 
 log = logging.getLogger("perfkit.worker")
 
-EXIT_ORPHANED = 4
 
 
 class Status:
@@ -51,19 +49,6 @@ class Status:
                 write_json(self.path, self._state)
             except OSError as exc:  # a status file is a courtesy; training goes on without it
                 log.warning("could not write %s: %s", self.path, exc)
-
-
-def die_with_launcher(launcher_pid: int | None) -> None:
-    """Let the kernel SIGKILL this worker when its launcher dies (even by kill -9), so no orphan is left
-    waiting forever in a collective. A Python watchdog thread cannot do this: the strategy constructor
-    blocks inside TensorFlow without releasing the GIL."""
-    if not launcher_pid:
-        return
-    if not set_parent_death_signal(signal.SIGKILL):
-        log.warning("cannot tie this worker to its launcher's life (no prctl PR_SET_PDEATHSIG here)")
-    if os.getppid() != launcher_pid:  # the launcher died before prctl took effect
-        log.error("launcher (pid %d) is gone; exiting", launcher_pid)
-        os._exit(EXIT_ORPHANED)
 
 
 def apply_cpu_limits(threads: int | None, cores: list[int] | None) -> None:

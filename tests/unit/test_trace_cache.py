@@ -254,9 +254,9 @@ def test_the_trainer_only_records_the_captures(tmp_path: Path, monkeypatch: pyte
     fake_run = SimpleNamespace(path=tmp_path, update=lambda **fields: recorded.update(fields))
     attempts = [{"status": "crashed", "error": "TensorFlow's profiler crashed a worker", "window": WINDOW}]
     captures = {"0": {"status": "captured", "window": WINDOW, "file": _capture_file(0), "attempts": attempts}}
-    finish_traces(fake_run, SimpleNamespace(profile_steps="11-12"), captures)
+    finish_traces(fake_run, "11-12", captures)
     assert recorded["profile"] == {"spec": "11-12", "window": WINDOW, "workers": captures}
     assert recorded["profile"]["workers"]["0"]["attempts"] == attempts  # passed through untouched
     assert not list(tmp_path.iterdir())
-    finish_traces(fake_run, SimpleNamespace(profile_steps="off"), {})
+    finish_traces(fake_run, "off", {})
     assert recorded["profile"] == {"spec": "off", "workers": {}}
