@@ -171,6 +171,9 @@ def check_ports_free(workers: tuple[WorkerSpec, ...]) -> None:
     """Fail before anything starts if a worker's port is taken on this machine."""
     for w in workers:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            # As gRPC binds: connections of an earlier run still in TIME_WAIT do not make a port taken
+            # (two Slurm job steps in a row reuse the same ports); a listener still does.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind((w.address if is_loopback(w.address) else "0.0.0.0", w.port))
             except OSError as exc:

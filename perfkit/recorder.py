@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -43,7 +43,7 @@ class Context:
     profile_retries: int = 3
     attempt: int = 0
     launched: bool = False
-    tf_config: dict[str, Any] | None = field(default=None, compare=False)
+    endpoints: tuple[str, ...] = ()  # every worker's host:port, from TF_CONFIG (a run alone, several tasks)
 
     @classmethod
     def from_launcher(cls, run_dir: Path, index: int) -> Context:
@@ -64,34 +64,20 @@ class Context:
         from perfkit.config import sanitize_id
         from perfkit.machine import hostname
         from perfkit.results import new_run_id
+        from perfkit.schedulers import from_tf_config
 
-        tf_config = _tf_config()
-        workers = tf_config["cluster"].get("worker", []) if tf_config else []
-        chief = tf_config["cluster"].get("chief", []) if tf_config else []
-        n = len(workers) + len(chief)
-        if n <= 1:
+        text = os.environ.get("TF_CONFIG")
+        task = from_tf_config(text, 0.0) if text else None
+        if task is None or task.cluster.num_workers <= 1:
             rid = sanitize_id(run_id) if run_id else new_run_id("single", label)
             return cls(None, 0, 1, hostname(), rid, profile_steps)
-        task = tf_config.get("task") or {}
-        index = int(task.get("index", 0)) + (len(chief) if task.get("type") == "worker" else 0)
+        n = task.cluster.num_workers
         rid = run_id or os.environ.get(RUN_ID_VAR)
         if not rid:
             raise UsageError(f"TF_CONFIG names {n} workers: give every task the same run id (perfkit.record("
                              f"run_id=...) or {RUN_ID_VAR}), so that their parts form one run")
-        return cls(None, index, n, hostname(), sanitize_id(rid), profile_steps, tf_config=tf_config)
-
-
-def _tf_config() -> dict[str, Any] | None:
-    text = os.environ.get("TF_CONFIG")
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-        if not isinstance(value.get("cluster"), dict):
-            raise ValueError("no 'cluster' object")
-    except (ValueError, AttributeError) as exc:
-        raise UsageError(f"TF_CONFIG: not a TensorFlow cluster description ({exc})") from None
-    return value
+        return cls(None, task.index, n, hostname(), sanitize_id(rid), profile_steps,
+                   endpoints=tuple(w.endpoint for w in task.cluster.workers))
 
 
 def check_keras() -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,175 @@ def new_run_id(mode: str, label: str | None = None, now: datetime | None = None)
     return "-".join(parts)
 
 
+# -- the run record (run.json), typed ----------------------------------------------------------------
+# Frozen dataclasses, not pydantic: the project's records are frozen dataclasses throughout, the types
+# needed are few and flat, and a validation library would be a new dependency for one file. What this
+# version does not know (a newer writer's keys, a bench's own) is kept in ``extra`` and written back.
+
+
+def _field(d: Mapping[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = d.get(name)
+    if value is None or (isinstance(value, kind) and not (isinstance(value, bool) and bool not in _kinds(kind))):
+        return value
+    names = "/".join(k.__name__ for k in _kinds(kind))
+    raise ResultsError(f"{where}: {name} is {type(value).__name__} {value!r:.40}, not {names}")
+
+
+def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _mapping(d: Mapping[str, Any], name: str, where: str) -> dict[str, Any]:
+    return dict(_field(d, name, dict, where) or {})
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """One worker process as run.json records it (``workers[]``)."""
+
+    index: int
+    host: str | None = None
+    pid: int | None = None
+    role: str | None = None
+    endpoint: str | None = None
+    anchor_wall_ns: int | None = None  # the same instant on the wall clock and on ``time.monotonic_ns``
+    anchor_mono_ns: int | None = None
+    exit_code: int | None = None
+    state: str | None = None
+    profile: dict[str, Any] | None = None  # its trace capture (status, window, file, attempts)
+    calibration: dict[str, Any] | None = None  # all-reduce timings after training
+    plan: dict[str, Any] | None = None  # what perfkit.record learnt from fit: epochs, steps, global batch
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def parse(cls, d: Any, where: str) -> WorkerRecord:
+        if not isinstance(d, dict) or not isinstance(d.get("index"), int):
+            raise ResultsError(f"{where}: a worker entry without an integer index: {d!r:.60}")
+        ints = {k: _field(d, k, int, where) for k in ("pid", "anchor_wall_ns", "anchor_mono_ns", "exit_code")}
+        texts = {k: _field(d, k, str, where) for k in ("host", "role", "endpoint", "state")}
+        maps = {k: _field(d, k, dict, where) for k in ("profile", "calibration", "plan")}
+        known = {"index", *ints, *texts, *maps}
+        return cls(index=d["index"], **ints, **texts, **maps, extra={k: v for k, v in d.items() if k not in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(self).items() if k != "extra"}
+        return {**out, **self.extra}
+
+
+@dataclass(frozen=True)
+class ClusterRecord:
+    """Where the workers ran (``cluster``): hosts with their cores, each worker's host and endpoint, the
+    CPU budgets applied."""
+
+    num_workers: int | None = None
+    hosts: tuple[dict[str, Any], ...] = ()
+    workers: tuple[dict[str, Any], ...] = ()
+    local_workers: tuple[int, ...] = ()
+    emulated: bool = False
+    cpu_budget: dict[str, Any] = field(default_factory=dict)
+    declared: dict[str, Any] | None = None  # the cluster file's hosts when the runtime one differs
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def parse(cls, d: Any, where: str) -> ClusterRecord:
+        if not isinstance(d, dict):
+            return cls()
+        lists = {k: tuple(_field(d, k, list, where) or ()) for k in ("hosts", "workers", "local_workers")}
+        known = {"num_workers", "emulated", "cpu_budget", "declared", *lists}
+        return cls(num_workers=_field(d, "num_workers", int, where), emulated=bool(_field(d, "emulated", bool, where)),
+                   cpu_budget=_mapping(d, "cpu_budget", where), declared=_field(d, "declared", dict, where), **lists,
+                   extra={k: v for k, v in d.items() if k not in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k != "extra"}
+        return {**out, **self.extra}
+
+    def host_of(self) -> dict[int, str]:
+        return {int(w["index"]): str(w.get("host")) for w in self.workers if isinstance(w, dict) and "index" in w}
+
+
+# Top-level keys with a type; everything else a writer puts in run.json is carried in ``extra``.
+_TEXT = ("run_id", "status", "started", "ended", "error", "mode", "strategy", "preset", "clock")
+_MAPS = ("config", "workload", "data", "part", "profile", "launch", "network", "sampler", "failure", "verifies")
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """run.json: what ran, where, how it ended. Written only through ``RunDir``; read with ``parse``."""
+
+    schema_version: int
+    run_id: str
+    status: str = "unknown"
+    started: str | None = None
+    ended: str | None = None
+    error: str | None = None
+    mode: str | None = None  # single | multi
+    strategy: str | None = None
+    preset: str | None = None  # None: a user's own command (perfkit launch, perfkit.record)
+    clock: str | None = None  # "wall" once the loader moved merged parts onto the wall clock
+    config: dict[str, Any] = field(default_factory=dict)
+    workload: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    part: dict[str, Any] = field(default_factory=dict)  # this host's part of a run: name, workers
+    profile: dict[str, Any] = field(default_factory=dict)
+    launch: dict[str, Any] = field(default_factory=dict)  # perfkit launch: the command, whether it recorded
+    network: dict[str, Any] = field(default_factory=dict)
+    sampler: dict[str, Any] = field(default_factory=dict)
+    failure: dict[str, Any] = field(default_factory=dict)
+    verifies: dict[str, Any] = field(default_factory=dict)  # a --verify run: the prediction it checks
+    cluster: ClusterRecord = field(default_factory=ClusterRecord)
+    workers: tuple[WorkerRecord, ...] = ()
+    parts: tuple[str, ...] = ()
+    restarts: tuple[dict[str, Any], ...] = ()
+    command_started_wall_ns: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def parse(cls, d: Any, where: str) -> RunMeta:
+        if not isinstance(d, dict) or not isinstance(d.get("schema_version"), int):
+            raise ResultsError(f"{where}: not a perfkit run record (no integer schema_version)")
+        texts = {k: _field(d, k, str, where) for k in _TEXT}
+        maps = {k: _mapping(d, k, where) for k in _MAPS}
+        workers = tuple(WorkerRecord.parse(w, where) for w in _field(d, "workers", list, where) or ())
+        known = {"schema_version", "cluster", "workers", "parts", "restarts", "command_started_wall_ns", *texts, *maps}
+        return cls(schema_version=d["schema_version"], **{**texts, "run_id": texts["run_id"] or Path(where).parent.name,
+                                                          "status": texts["status"] or "unknown"}, **maps,
+                   cluster=ClusterRecord.parse(d.get("cluster"), where), workers=workers,
+                   parts=tuple(str(p) for p in _field(d, "parts", list, where) or ()),
+                   restarts=tuple(_field(d, "restarts", list, where) or ()),
+                   command_started_wall_ns=_field(d, "command_started_wall_ns", int, where),
+                   extra={k: v for k, v in d.items() if k not in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema_version": self.schema_version}
+        for f in fields(self):
+            if f.name in ("schema_version", "extra"):
+                continue
+            value = getattr(self, f.name)
+            if f.name == "cluster":
+                value = value.to_dict() if value != ClusterRecord() else None
+            elif f.name == "workers":
+                value = [w.to_dict() for w in value]
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value if value != {} else None
+        return {**out, **self.extra}
+
+    @property
+    def num_workers(self) -> int:
+        n = self.cluster.num_workers
+        return n if isinstance(n, int) and n > 0 else max(1, len(self.workers))
+
+    def worker(self, index: int) -> WorkerRecord | None:
+        return next((w for w in self.workers if w.index == index), None)
+
+
+def write_run_file(run_dir: Path, meta: dict[str, Any]) -> None:
+    """The one writer of run.json (a live run's ``RunDir``, synthetic runs, fixtures): what it writes always
+    reads back as a ``RunMeta``; a field of the wrong type fails here, in the writer, not in an analysis."""
+    write_json(run_dir / RUN_FILE, RunMeta.parse(meta, str(run_dir / RUN_FILE)).to_dict())
+
+
 class RunDir:
     """A run directory being written by a live run. It writes; ``RunRecord`` reads."""
 
@@ -75,21 +245,24 @@ class RunDir:
         full = {"schema_version": SCHEMA_VERSION, "run_id": path.name, "status": "running",
                 "started": utc_now(), "ended": None, "error": None, **meta}
         run = cls(path, full)
-        write_json(path / RUN_FILE, full)
+        run._write()
         return run
 
     @property
     def meta(self) -> dict[str, Any]:
         return dict(self._meta)
 
-    def update(self, **fields: Any) -> None:
-        self._meta.update(fields)
-        write_json(self.path / RUN_FILE, self._meta)
+    def update(self, **changes: Any) -> None:
+        self._meta.update(changes)
+        self._write()
 
-    def finish(self, status: str, error: str | None = None, **fields: Any) -> None:
+    def _write(self) -> None:
+        write_run_file(self.path, self._meta)
+
+    def finish(self, status: str, error: str | None = None, **changes: Any) -> None:
         if status not in STATUSES:
             raise ValueError(f"unknown run status {status!r}")
-        self.update(status=status, error=error, ended=utc_now(), **fields)
+        self.update(status=status, error=error, ended=utc_now(), **changes)
 
     def worker_dir(self, index: int) -> Path:
         d = self.path / "workers" / str(index)
@@ -100,7 +273,7 @@ class RunDir:
         write_parquet(self.path / relpath, df)
 
 
-def _read_meta(path: Path) -> dict[str, Any]:
+def _read_meta(path: Path) -> RunMeta:
     run_file = path / RUN_FILE
     if not run_file.is_file():
         raise ResultsError(f"{path}: not a perfkit run (no {RUN_FILE})")
@@ -114,7 +287,7 @@ def _read_meta(path: Path) -> dict[str, Any]:
     if version > SCHEMA_VERSION:
         raise ResultsError(f"{run_file}: schema_version {version} is newer than this perfkit reads "
                            f"({SCHEMA_VERSION}); upgrade perfkit")
-    return meta
+    return RunMeta.parse(meta, str(run_file))
 
 
 def _read_frame(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -146,27 +319,31 @@ class RunRecord:
     """A frozen run loaded from disk: its run.json and its tables (workers concatenated)."""
 
     path: Path
-    meta: dict[str, Any]
+    run: RunMeta
     steps: pd.DataFrame
     epochs: pd.DataFrame
     cpu: pd.DataFrame
     system: pd.DataFrame
 
     @property
+    def meta(self) -> dict[str, Any]:
+        """run.json as a plain dict (what a benchmark stores beside its figures)."""
+        return self.run.to_dict()
+
+    @property
     def run_id(self) -> str:
-        return str(self.meta.get("run_id", self.path.name))
+        return self.run.run_id
 
     @property
     def status(self) -> str:
-        return str(self.meta.get("status", "unknown"))
+        return self.run.status
 
     @classmethod
     def load(cls, path: str | Path) -> RunRecord:
         path = Path(path)
-        meta = _read_meta(path)
         return cls(
             path=path,
-            meta=meta,
+            run=_read_meta(path),
             steps=_worker_frames(path, "steps.parquet", STEP_COLUMNS),
             epochs=_worker_frames(path, "epochs.parquet", EPOCH_COLUMNS),
             cpu=_read_frame(path / "cpu.parquet", CPU_COLUMNS),
@@ -184,6 +361,6 @@ def iter_run_dirs(results_dir: str | Path) -> Iterator[Path]:
             yield child
 
 
-def load_meta(path: str | Path) -> dict[str, Any]:
+def load_meta(path: str | Path) -> RunMeta:
     """Only run.json, validated: for listings that need no tables."""
     return _read_meta(Path(path))

@@ -26,7 +26,7 @@ from perfkit.analysis.result import Analysis
 from perfkit.analysis.verdict import verdict
 from perfkit.analysis.verify import verification_table
 from perfkit.analysis.whatif import EMPTY_ROW, PLACEMENT_EMPTY, StepModel, equal_workers, placement_row
-from perfkit.results import RunRecord
+from perfkit.results import RunMeta, RunRecord
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def analyze_selection(sel: Selection) -> Analysis:
         placement=_cat([f.placement for f in figures]), cpu_timeline=_cat([f.timeline for f in figures]),
         ops=_cat([f.ops for f in figures]),
         excluded=pd.DataFrame([vars(e) for e in sel.excluded], columns=["run_id", "path", "reason"]),
-        verifications=verification_table({r.run_id: r.record.meta for r in sel.runs}, runs),
+        verifications=verification_table({r.run_id: r.meta for r in sel.runs}, runs),
         warnings=sel.warnings, verdict=())
     return Analysis(**{**vars(analysis), "verdict": tuple(verdict(analysis))})
 
@@ -101,20 +101,20 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
     workers = _worker_rows(run, per_worker_cpu, cpu, strag)
     row = {
         "run_id": run.run_id, "is_baseline": is_baseline, "mode": run.mode, "status": run.status,
-        "preset": rec.meta.get("preset"), "data": describe_data(rec.meta), "workers": run.num_workers,
-        "hosts": len(set(cpu_fig.worker_hosts(rec.meta).values())) or 1, "epochs": summary.epochs,
+        "preset": rec.run.preset, "data": describe_data(rec.run), "workers": run.num_workers,
+        "hosts": len(set(cpu_fig.worker_hosts(rec.run).values())) or 1, "epochs": summary.epochs,
         "steady_epoch_s": summary.steady_epoch_s, "steady_is_warmup": summary.steady_is_warmup,
         "fit_s": summary.fit_s, "steady_samples_per_s": summary.steady_samples_per_s, "samples": samples,
         "cpu_s": cpu_s, "cpu_s_per_1k_samples": cpu_s / samples * 1000 if samples else math.nan,
         "rss_peak_max_bytes": float(workers["rss_peak_bytes"].max()) if not workers.empty else math.nan,
-        **_last_metrics(epochs), **_straggler_row(strag, rec.meta),
+        **_last_metrics(epochs), **_straggler_row(strag, rec.run),
         **(_what_if_row(split, strag, rec, epochs) if strag is not None else EMPTY_ROW | PLACEMENT_EMPTY),
     }
     tag = {"run_id": run.run_id}
     return _RunFigures(
         row=row, epochs=_epoch_rows(rec, epochs).assign(**tag), workers=workers.assign(**tag),
-        processes=cpu_fig.process_table(cpu, rec.meta).assign(**tag),
-        hosts=(cpu_fig.host_table(cpu, rec.meta) if sampled else pd.DataFrame()).assign(**tag),
+        processes=cpu_fig.process_table(cpu, rec.run).assign(**tag),
+        hosts=(cpu_fig.host_table(cpu, rec.run) if sampled else pd.DataFrame()).assign(**tag),
         placement=(strag.placement if strag is not None else pd.DataFrame()).assign(**tag),
         timeline=cpu_fig.cpu_timeline(cpu).assign(**tag), ops=_top_ops(run).assign(**tag))
 
@@ -138,12 +138,12 @@ def _what_if_row(split: Any, strag: StragglerFigures, rec: RunRecord, epochs: pd
     model = StepModel.of(split, rec, epochs)
     if model is None:
         return EMPTY_ROW | PLACEMENT_EMPTY
-    what = equal_workers(model, cpu_fig.worker_hosts(rec.meta), cpu_fig.host_budgets(rec.meta))
+    what = equal_workers(model, cpu_fig.worker_hosts(rec.run), cpu_fig.host_budgets(rec.run))
     moved = not strag.placement.empty and (strag.placement["workers_proposed"] != strag.placement["workers_now"]).any()
     return what.to_row() | (placement_row(model, strag.compute_proposed_s) if moved else PLACEMENT_EMPTY)
 
 
-def _straggler_row(strag: StragglerFigures | None, meta: dict[str, Any]) -> dict[str, Any]:
+def _straggler_row(strag: StragglerFigures | None, meta: RunMeta) -> dict[str, Any]:
     """Split, straggler and placement figures of a run (the equal-workers what-if: analysis/whatif.py)."""
     if strag is None:
         return {"split_source": None, "split_note": "no split: no usable trace, and one worker or too few CPU "
@@ -178,9 +178,9 @@ def _terms(workers: pd.DataFrame) -> dict[str, Any]:
             "transfer_share": means.get("transfer", math.nan) / step if step and step > 0 else math.nan}
 
 
-def describe_links(meta: dict[str, Any]) -> str | None:
+def describe_links(meta: RunMeta) -> str | None:
     """The shaped links as the run recorded them ("tensor101 100 Mbit/s, tensor102 100 Mbit/s + 5 ms")."""
-    links = (meta.get("network") or {}).get("links") or {}
+    links = meta.network.get("links") or {}
     out = []
     for host, link in links.items():
         req = link.get("requested") or {}

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from perfkit.analysis.summary import per_worker_tick, training_window
-from perfkit.results import RunRecord
+from perfkit.results import RunMeta, RunRecord
 
 PROCESS_COLUMNS = ["worker", "host", "pid", "role", "samples", "cpu_mean", "cpu_p95", "budget_share_mean", "cpu_s",
                    "rss_peak_bytes", "threads_max"]
@@ -48,8 +47,7 @@ class CpuSamples:
 
 
 def sample_interval_s(record: RunRecord) -> float:
-    value = (record.meta.get("sampler") or {}).get("interval_s") or (record.meta.get("config") or {}).get(
-        "sample_interval")
+    value = record.run.sampler.get("interval_s") or record.run.config.get("sample_interval")
     return float(value) if value else math.nan
 
 
@@ -57,7 +55,7 @@ def _with_cpu_seconds(record: RunRecord) -> pd.DataFrame:
     cpu = record.cpu
     if cpu.empty:
         return cpu.assign(proc=pd.Series(dtype="int64"), dt_s=pd.Series(dtype=float), cpu_s=pd.Series(dtype=float))
-    several = len(record.meta.get("parts") or []) > 1
+    several = len(record.run.parts) > 1
     cpu = cpu.assign(proc=cpu.groupby(["host", "pid"], sort=True).ngroup() if several else cpu["pid"])
     if not cpu["t_ns"].is_monotonic_increasing:  # samples of several parts: order each process's rows
         cpu = cpu.sort_values(["proc", "t_ns"], kind="stable")
@@ -69,7 +67,7 @@ def _with_cpu_seconds(record: RunRecord) -> pd.DataFrame:
     return cpu.assign(dt_s=dt, cpu_s=cpu["cpu_percent"].to_numpy() / 100.0 * dt.to_numpy())
 
 
-def process_table(samples: CpuSamples, meta: dict[str, Any]) -> pd.DataFrame:
+def process_table(samples: CpuSamples, meta: RunMeta) -> pd.DataFrame:
     """Per process over the training window: CPU% mean/p95 (and the mean as a share of its host's budget),
     CPU-seconds, peak RSS, most threads."""
     cpu = samples.window
@@ -85,33 +83,30 @@ def process_table(samples: CpuSamples, meta: dict[str, Any]) -> pd.DataFrame:
     return out.sort_values(["worker", "host", "pid"], ignore_index=True)[PROCESS_COLUMNS]
 
 
-def host_budgets(meta: dict[str, Any]) -> dict[str, float]:
+def host_budgets(meta: RunMeta) -> dict[str, float]:
     """Cores each host may use: what its workers were given as read back after they started (quota capped
     by affinity), else the requested emulated budget, else the host's declared cores."""
-    cluster = meta.get("cluster") or {}
     budgets = requested_budgets(meta)
-    applied = ((cluster.get("cpu_budget") or {}).get("applied") or {}).get("host_budgets_cores") or {}
+    applied = (meta.cluster.cpu_budget.get("applied") or {}).get("host_budgets_cores") or {}
     budgets.update({str(k): float(v) for k, v in applied.items() if v})
     return budgets
 
 
-def requested_budgets(meta: dict[str, Any]) -> dict[str, float]:
-    cluster = meta.get("cluster") or {}
-    budgets = {str(h.get("name")): float(h["cores"]) for h in cluster.get("hosts") or [] if h.get("cores")}
-    emulated = (cluster.get("cpu_budget") or {}).get("host_budgets_cores") or {}
+def requested_budgets(meta: RunMeta) -> dict[str, float]:
+    budgets = {str(h.get("name")): float(h["cores"]) for h in meta.cluster.hosts if h.get("cores")}
+    emulated = meta.cluster.cpu_budget.get("host_budgets_cores") or {}
     budgets.update({str(k): float(v) for k, v in emulated.items() if v})
     return budgets
 
 
-def budgets_enforced(meta: dict[str, Any]) -> bool:
+def budgets_enforced(meta: RunMeta) -> bool:
     """False when the run was made with --allow-unenforced and its budgets could not be enforced."""
-    return bool(((meta.get("cluster") or {}).get("cpu_budget") or {}).get("enforced", True))
+    return bool(meta.cluster.cpu_budget.get("enforced", True))
 
 
-def worker_hosts(meta: dict[str, Any]) -> dict[int, str]:
+def worker_hosts(meta: RunMeta) -> dict[int, str]:
     """Worker index -> host name (from the cluster layout, or the recorded worker processes)."""
-    rows = (meta.get("cluster") or {}).get("workers") or meta.get("workers") or []
-    return {int(w["index"]): str(w.get("host")) for w in rows if isinstance(w, dict) and "index" in w}
+    return meta.cluster.host_of() or {w.index: str(w.host) for w in meta.workers}
 
 
 def worker_ticks(cpu: pd.DataFrame) -> pd.DataFrame:
@@ -122,7 +117,7 @@ def worker_ticks(cpu: pd.DataFrame) -> pd.DataFrame:
     return per_worker_tick(cpu, {"cpu_percent": "sum", "cpu_s": "sum", "dt_s": "max"})
 
 
-def host_table(samples: CpuSamples, meta: dict[str, Any]) -> pd.DataFrame:
+def host_table(samples: CpuSamples, meta: RunMeta) -> pd.DataFrame:
     """Per host: the workers' CPU% summed per sample (mean, p95) and as a share of the host's budget."""
     ticks = worker_ticks(samples.workers)
     if ticks.empty:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from perfkit.analysis.summary import final_attempt
 from perfkit.errors import ResultsError, UsageError
 from perfkit.analysis import traces
 from perfkit.analysis.traces import TraceTables, load_traces, profile_workers
-from perfkit.results import RUN_FILE, RunRecord, iter_run_dirs, load_meta
+from perfkit.results import RUN_FILE, RunMeta, RunRecord, iter_run_dirs, load_meta
 
 PART_SEP = "--"
 TRACE_STEP_COLUMNS = traces.TRACE_STEP_COLUMNS  # at least these in LoadedRun.trace (plus V2_COLUMNS)
@@ -55,8 +55,8 @@ class LoadedRun:
     warnings: tuple[str, ...] = ()
 
     @property
-    def meta(self) -> dict[str, Any]:
-        return self.record.meta
+    def meta(self) -> RunMeta:
+        return self.record.run
 
     @property
     def status(self) -> str:
@@ -64,16 +64,15 @@ class LoadedRun:
 
     @property
     def mode(self) -> str:
-        return str(self.meta.get("mode", "?"))
+        return self.meta.mode or "?"
 
     @property
     def num_workers(self) -> int:
-        n = (self.meta.get("cluster") or {}).get("num_workers")
-        return int(n) if isinstance(n, int) and n > 0 else max(1, len(self.meta.get("workers") or []))
+        return self.meta.num_workers
 
     @property
     def sort_key(self) -> tuple[str, str]:
-        return str(self.meta.get("started") or ""), self.run_id
+        return self.meta.started or "", self.run_id
 
 
 @dataclass(frozen=True)
@@ -114,8 +113,8 @@ def find_run(results_dir: Path, run_id: str) -> LoadedRun | None:
     return merge_parts(run_id, parts) if parts else None
 
 
-def _scan_groups(dirs: Iterable[Path]) -> tuple[dict[str, list[tuple[Path, dict[str, Any]]]], list[Excluded]]:
-    groups: dict[str, list[tuple[Path, dict[str, Any]]]] = defaultdict(list)
+def _scan_groups(dirs: Iterable[Path]) -> tuple[dict[str, list[tuple[Path, RunMeta]]], list[Excluded]]:
+    groups: dict[str, list[tuple[Path, RunMeta]]] = defaultdict(list)
     excluded = []
     for d in dirs:
         try:
@@ -123,21 +122,21 @@ def _scan_groups(dirs: Iterable[Path]) -> tuple[dict[str, list[tuple[Path, dict[
         except ResultsError as exc:
             excluded.append(Excluded(d.name, str(d), str(exc)))
             continue
-        groups[str(meta.get("run_id") or d.name)].append((d, meta))
+        groups[meta.run_id].append((d, meta))
     return groups, excluded
 
 
-def _named_groups(paths: Sequence[Path]) -> dict[str, list[tuple[Path, dict[str, Any]]]]:
-    groups: dict[str, list[tuple[Path, dict[str, Any]]]] = {}
+def _named_groups(paths: Sequence[Path]) -> dict[str, list[tuple[Path, RunMeta]]]:
+    groups: dict[str, list[tuple[Path, RunMeta]]] = {}
     for path in paths:
         if not path.is_dir():
             raise ResultsError(f"{path}: not a directory" if path.exists() else f"{path}: no such run directory")
         meta = load_meta(path)  # not a run / newer schema: one-line error
-        rid = str(meta.get("run_id") or path.name)
+        rid = meta.run_id
         if rid in groups:
             continue
         dirs = [path]
-        if meta.get("part"):  # the other hosts' parts, copied beside this one
+        if meta.part:  # the other hosts' parts, copied beside this one
             dirs += sorted(p for p in path.parent.iterdir() if p != path and p.name.startswith(rid + PART_SEP)
                            and (p / RUN_FILE).is_file())
         found, bad = _scan_groups(dirs)
@@ -147,7 +146,7 @@ def _named_groups(paths: Sequence[Path]) -> dict[str, list[tuple[Path, dict[str,
     return groups
 
 
-def merge_parts(run_id: str, parts: list[tuple[Path, dict[str, Any]]]) -> LoadedRun:
+def merge_parts(run_id: str, parts: list[tuple[Path, RunMeta]]) -> LoadedRun:
     """Load each part of a run and merge them onto the wall clock; problems become ``problems``."""
     parts = sorted(parts, key=lambda p: p[0].name)
     paths = tuple(p for p, _ in parts)
@@ -159,17 +158,17 @@ def merge_parts(run_id: str, parts: list[tuple[Path, dict[str, Any]]]) -> Loaded
         except ResultsError as exc:
             empty = RunRecord(path, parts[0][1], *(pd.DataFrame() for _ in range(4)))
             return LoadedRun(run_id, paths, empty, problems=(str(exc),))
-    offsets = [_clock_offset(r.meta) for r in records]
+    offsets = [_clock_offset(r.run) for r in records]
     problems = [duplicate] if duplicate else []
     if len(records) > 1 and any(o is None for o in offsets):
         names = ", ".join(r.path.name for r, o in zip(records, offsets) if o is None)
         problems.append(f"cannot line up the parts: {names} has no wall-clock anchor")
     record = _merged_record(records, [o or 0 for o in offsets], any(o is not None for o in offsets))
-    tables = [load_traces(r.path, r.meta) for r in records]
+    tables = [load_traces(r.path, r.run) for r in records]
     trace, ops, warnings = _trace_frames(records, tables)
     problems += completeness_problems(record, records)
     trace, more = _usable_trace(trace, record)
-    return LoadedRun(run_id, paths, record, trace, ops, traces.why_no_trace([r.meta for r in records], tables, trace, more),
+    return LoadedRun(run_id, paths, record, trace, ops, traces.why_no_trace([r.run for r in records], tables, trace, more),
                      tuple(problems), tuple(warnings + more + _cpu_gaps(record)))
 
 
@@ -182,8 +181,8 @@ def _cpu_gaps(record: RunRecord) -> list[str]:
             f"out"] if missing else []
 
 
-def _duplicate_problem(parts: list[tuple[Path, dict[str, Any]]]) -> str | None:
-    names = [(m.get("part") or {}).get("name") for _, m in parts]
+def _duplicate_problem(parts: list[tuple[Path, RunMeta]]) -> str | None:
+    names = [m.part.get("name") for _, m in parts]
     if len(parts) > 1 and (None in names or len(set(names)) < len(names)):
         return "several copies of this run: " + ", ".join(str(p) for p, _ in parts)
     return None
@@ -198,13 +197,13 @@ def _checked(record: RunRecord) -> RunRecord:
                 raise ResultsError(f"{record.path}: {name} column {col} is not numeric")
     steps = final_attempt(record.steps)
     epochs = final_attempt(record.epochs)
-    return RunRecord(record.path, record.meta, steps, epochs, record.cpu, record.system)
+    return RunRecord(record.path, record.run, steps, epochs, record.cpu, record.system)
 
 
-def _clock_offset(meta: dict[str, Any]) -> int | None:
+def _clock_offset(meta: RunMeta) -> int | None:
     """wall - monotonic for this part's machine: the median over its workers' anchors."""
-    offs = sorted(int(w["anchor_wall_ns"]) - int(w["anchor_mono_ns"]) for w in meta.get("workers") or []
-                  if isinstance(w, dict) and w.get("anchor_wall_ns") and w.get("anchor_mono_ns") is not None)
+    offs = sorted(w.anchor_wall_ns - w.anchor_mono_ns for w in meta.workers
+                  if w.anchor_wall_ns and w.anchor_mono_ns is not None)
     return offs[len(offs) // 2] if offs else None
 
 
@@ -224,7 +223,7 @@ def _merged_record(records: list[RunRecord], offsets: list[int], wall: bool) -> 
     steps = cat("steps", ("t_start_ns", "t_end_ns"))
     if len(records) > 1 and not steps.empty:
         steps = steps.sort_values(["worker", "epoch", "step"], kind="stable", ignore_index=True)
-    meta = _merged_meta([r.meta for r in records], wall)
+    meta = _merged_meta([r.run for r in records], wall)
     return RunRecord(records[0].path, meta, steps, cat("epochs", ("t_start_ns", "t_end_ns")),
                      _categories(cat("cpu", ("t_ns",)), ("host", "role")), cat("system", ("t_ns",)))
 
@@ -239,46 +238,38 @@ def _categories(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.DataFrame:
 _SEVERITY = {"complete": 0, "running": 1, "interrupted": 2, "failed": 3}
 
 
-def _merged_meta(metas: list[dict[str, Any]], wall: bool) -> dict[str, Any]:
-    meta = dict(metas[0])
-    workers = {int(w["index"]): dict(w) for m in metas for w in m.get("workers") or [] if "index" in w}
-    if wall:
-        for w in workers.values():
-            if w.get("anchor_wall_ns"):
-                w["anchor_mono_ns"] = w["anchor_wall_ns"]
-    meta["workers"] = [workers[i] for i in sorted(workers)]
-    meta["clock"] = "wall" if wall else "monotonic"
-    meta["parts"] = [(m.get("part") or {}).get("name") for m in metas if m.get("part")]
-    if len(metas) > 1:
-        worst = max(metas, key=lambda m: _SEVERITY.get(str(m.get("status")), 4))
-        meta["status"] = worst.get("status")
-        meta["error"] = "; ".join(f"{(m.get('part') or {}).get('name')}: {m['error']}" for m in metas
-                                  if m.get("error")) or None
-        starts = [m["command_started_wall_ns"] for m in metas if m.get("command_started_wall_ns")]
-        meta["command_started_wall_ns"] = min(starts) if starts else None
-        meta["profile"] = _merged_profile([m.get("profile") for m in metas])
-    return meta
+def _merged_meta(metas: list[RunMeta], wall: bool) -> RunMeta:
+    workers = {w.index: w for m in metas for w in m.workers}
+    if wall:  # every time column is on the wall clock now: each anchor maps it to itself
+        workers = {i: replace(w, anchor_mono_ns=w.anchor_wall_ns) if w.anchor_wall_ns else w
+                   for i, w in workers.items()}
+    merged = replace(metas[0], workers=tuple(workers[i] for i in sorted(workers)),
+                     clock="wall" if wall else "monotonic",
+                     parts=tuple(str(m.part.get("name")) for m in metas if m.part))
+    if len(metas) == 1:
+        return merged
+    worst = max(metas, key=lambda m: _SEVERITY.get(m.status, 4))
+    starts = [m.command_started_wall_ns for m in metas if m.command_started_wall_ns]
+    return replace(merged, status=worst.status,
+                   error="; ".join(f"{m.part.get('name')}: {m.error}" for m in metas if m.error) or None,
+                   command_started_wall_ns=min(starts) if starts else None,
+                   profile=_merged_profile([m.profile for m in metas]))
 
 
-def _merged_profile(profiles: list[Any]) -> dict[str, Any] | None:
-    present = [p for p in profiles if isinstance(p, dict)]
+def _merged_profile(profiles: list[dict[str, Any]]) -> dict[str, Any]:
+    present = [p for p in profiles if p]
     if not present:
-        return None
-    merged = dict(present[0])
-    merged["workers"] = {k: v for p in present for k, v in (p.get("workers") or {}).items()}
-    return merged
+        return {}
+    return {**present[0], "workers": {k: v for p in present for k, v in (p.get("workers") or {}).items()}}
 
 
 def completeness_problems(record: RunRecord, parts: list[RunRecord]) -> list[str]:
     """Why a run cannot be analysed as a whole: its status, a missing worker, epoch or file."""
-    meta, problems = record.meta, []
-    status = str(meta.get("status", "unknown"))
-    if status != "complete":
-        err = meta.get("error")
-        problems.append(f"status {status}" + (f": {err}" if err else ""))
-    n = (meta.get("cluster") or {}).get("num_workers") or max(1, len(meta.get("workers") or []))
-    expected = set(range(int(n)))
-    if (meta.get("launch") or {}).get("recorded") is False:
+    meta, problems = record.run, []
+    if meta.status != "complete":
+        problems.append(f"status {meta.status}" + (f": {meta.error}" if meta.error else ""))
+    expected = set(range(meta.num_workers))
+    if meta.launch.get("recorded") is False:
         return problems + ["the launched command recorded no steps: it does not use perfkit.record (only its "
                            "processes' CPU, memory and exit status were recorded)"]
     for name, df in (("steps", record.steps), ("epochs", record.epochs)):
@@ -292,7 +283,7 @@ def completeness_problems(record: RunRecord, parts: list[RunRecord]) -> list[str
 
 
 def _epoch_problems(record: RunRecord, workers: set[int]) -> list[str]:
-    want = (record.meta.get("config") or {}).get("epochs")
+    want = record.run.config.get("epochs")
     if record.epochs.empty or not isinstance(want, int):
         return []
     counts = record.epochs.groupby("worker")["epoch"].nunique()
@@ -307,11 +298,11 @@ def _list(ws: Iterable[int]) -> str:
     return ", ".join(str(w) for w in sorted(ws))
 
 
-def _part_hint(meta: dict[str, Any], missing: set[int]) -> str:
-    if not meta.get("parts"):
+def _part_hint(meta: RunMeta, missing: set[int]) -> str:
+    if not meta.parts:
         return ""
-    hosts = {int(w["index"]): w.get("host") for w in (meta.get("cluster") or {}).get("workers") or []}
-    rid = meta.get("run_id")
+    hosts = meta.cluster.host_of()
+    rid = meta.run_id
     names = ", ".join(f"{rid}{PART_SEP}{h}" for h in sorted({str(hosts.get(w)) for w in missing}))
     return f" (part {names} not found beside the others)"
 
@@ -321,7 +312,7 @@ def _trace_frames(records: list[RunRecord],
     """Every part's trace steps and ops, and the warnings: failed captures, per-file and cross-check ones."""
     warnings = []
     for r, t in zip(records, tables):
-        warnings += [f"worker {k}: trace capture failed: {w.get('error')}" for k, w in profile_workers(r.meta).items()
+        warnings += [f"worker {k}: trace capture failed: {w.get('error')}" for k, w in profile_workers(r.run).items()
                      if w.get("status") == "failed"]
         warnings += list(t.warnings) + _agreement_warnings(t.checks)
     steps = [t.steps for t in tables if t.steps is not None]

@@ -18,6 +18,7 @@ from typing import Any
 
 from perfkit.analysis.load import Excluded, LoadedRun, find_run, load_runs
 from perfkit.errors import UsageError
+from perfkit.results import RunMeta
 from perfkit.workloads import BUILTIN
 
 
@@ -30,14 +31,14 @@ class Selection:
     warnings: tuple[str, ...]
 
 
-def dataset(meta: dict[str, Any]) -> tuple[Any, ...]:
+def dataset(meta: RunMeta) -> tuple[Any, ...]:
     """What a run trained on: for the bot detector, the file (generated or the user's) and the train/test
     split; for a user's workload, its name, version and data/size parameters (perfkit/workloads)."""
-    wl = meta.get("workload") or {}
+    wl = meta.workload
     if wl.get("name") not in (None, BUILTIN):
         params = json.dumps(wl.get("params") or {}, sort_keys=True, default=str)
         return ("workload", wl.get("name"), wl.get("version"), params, None, None)
-    data, cfg = meta.get("data") or {}, meta.get("config") or {}
+    data, cfg = meta.data, meta.config
     name = Path(str(data.get("path") or cfg.get("data_path") or "")).name
     # Single mode says how it got the generated file ("generated" now or from the "cache"), the launcher
     # says "generated" for both; a user's file is "file" or "user". Only the kind of data matters here.
@@ -46,11 +47,11 @@ def dataset(meta: dict[str, Any]) -> tuple[Any, ...]:
             cfg.get("sequence_length"), cfg.get("seed"))
 
 
-def workload(meta: dict[str, Any]) -> tuple[Any, ...]:
-    return (meta.get("preset"), *dataset(meta))
+def workload(meta: RunMeta) -> tuple[Any, ...]:
+    return (meta.preset, *dataset(meta))
 
 
-def describe_data(meta: dict[str, Any]) -> str:
+def describe_data(meta: RunMeta) -> str:
     return describe_dataset(dataset(meta))
 
 
@@ -84,7 +85,8 @@ def choose_baseline(runs: Sequence[LoadedRun], results_dir: Path, baseline_id: s
     key = workload(references[0].meta)
     candidates = sorted((r for r in _scan_singles(results_dir, key) if _usable(r)), key=lambda r: r.sort_key)
     if not candidates:
-        return None, (f"no complete single-mode run on the same data and preset ({key[0]}, "
+        what = f"preset {key[0]}, " if key[0] is not None else ""
+        return None, (f"no complete single-mode run on the same data and preset ({what}"
                       f"{describe_data(references[0].meta)})")
     return candidates[-1], _CHOSEN
 
@@ -101,8 +103,8 @@ def _scan_singles(results_dir: Path, key: tuple[Any, ...]) -> list[LoadedRun]:
             meta = load_meta(d)
         except Exception:  # noqa: BLE001 - an unreadable directory is simply not a candidate
             continue
-        if meta.get("mode") == "single" and meta.get("status") == "complete" and workload(meta) == key:
-            ids.append(str(meta.get("run_id") or d.name))
+        if meta.mode == "single" and meta.status == "complete" and workload(meta) == key:
+            ids.append(meta.run_id)
     found = [find_run(results_dir, rid) for rid in sorted(set(ids))]
     return [r for r in found if r is not None]
 
@@ -138,17 +140,17 @@ def select(runs: Sequence[LoadedRun], excluded: Sequence[Excluded], results_dir:
     return Selection(tuple(kept), baseline, note, tuple(left_out), tuple(warnings))
 
 
-def _mismatch(meta: dict[str, Any], base: dict[str, Any] | None, key: tuple[Any, ...] | None) -> str:
+def _mismatch(meta: RunMeta, base: RunMeta | None, key: tuple[Any, ...] | None) -> str:
     if key is None or workload(meta) == key:
         return ""
     whose = "the baseline's" if base is not None else "the latest run's"
-    if meta.get("preset") != key[0]:
-        return f"preset {meta.get('preset')}, not {whose} {key[0]}"
+    if meta.preset != key[0]:
+        return f"preset {meta.preset}, not {whose} {key[0]}"
     return f"dataset {describe_data(meta)}, not {whose} {describe_dataset(key[1:])}"
 
 
-def _config_notes(meta: dict[str, Any], base: dict[str, Any]) -> list[str]:
-    cfg, ref = meta.get("config") or {}, base.get("config") or {}
+def _config_notes(meta: RunMeta, base: RunMeta) -> list[str]:
+    cfg, ref = meta.config, base.config
     return [f"{name.replace('_', ' ')} {cfg.get(name)} differs from the baseline's {ref.get(name)}"
             for name in ("batch_size", "epochs") if cfg.get(name) != ref.get(name)]
 

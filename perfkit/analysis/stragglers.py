@@ -128,7 +128,7 @@ def _steady_steps(steps: pd.DataFrame) -> pd.DataFrame:
 
 def _allowance(record: RunRecord, ticks: pd.DataFrame) -> dict[int, float]:
     """Cores a worker could compute with: its host's budget / the host's workers, or its p95 if higher."""
-    hosts, budgets = worker_hosts(record.meta), host_budgets(record.meta)
+    hosts, budgets = worker_hosts(record.run), host_budgets(record.run)
     per_host = pd.Series(hosts).value_counts()
     p95 = ticks.groupby("worker")["cpu_percent"].quantile(0.95) / 100
     out = {}
@@ -178,9 +178,9 @@ def stragglers(split: StepSplit, record: RunRecord) -> StragglerFigures:
     table = _worker_table(df, float(per_step["min_busy"].median()), len(per_step))
     predicted = per_step["median_busy"] + per_step["transfer"] + per_step["median_input"].fillna(0.0)
     actual = per_step["median_step"].sum()
-    same_cores = bool((record.meta.get("cluster") or {}).get("emulated"))
-    placement, now, proposed = _placement(table, worker_hosts(record.meta),
-                                          host_budgets(record.meta) if same_cores else {})
+    same_cores = record.run.cluster.emulated
+    placement, now, proposed = _placement(table, worker_hosts(record.run),
+                                          host_budgets(record.run) if same_cores else {})
     slowest = int(table.sort_values(["straggler_share", "speed_score"], ascending=[False, True])["worker"].iloc[0])
     others = df[df["worker"] != slowest]
     return StragglerFigures(

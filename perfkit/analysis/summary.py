@@ -21,7 +21,7 @@ class RunSummary:
     run_id: str
     status: str
     mode: str
-    preset: str
+    preset: str | None  # None: a user's own command
     epochs: int
     steady_epoch_s: float
     steady_is_warmup: bool  # only one epoch: the figure includes the first epoch's warm-up
@@ -36,12 +36,12 @@ class RunSummary:
 
 def startup_seconds(record: RunRecord) -> float:
     """Command start to the earliest first step of any worker (each worker's anchor maps its clock)."""
-    started = record.meta.get("command_started_wall_ns")
-    anchors = {w["index"]: w for w in record.meta.get("workers") or [] if w.get("anchor_wall_ns")}
+    started = record.run.command_started_wall_ns
+    anchors = {w.index: w for w in record.run.workers if w.anchor_wall_ns and w.anchor_mono_ns is not None}
     if not started or record.steps.empty or not anchors:
         return math.nan
     firsts = record.steps.groupby("worker")["t_start_ns"].min()
-    walls = [anchors[w]["anchor_wall_ns"] + (int(t) - anchors[w]["anchor_mono_ns"])
+    walls = [anchors[w].anchor_wall_ns + (int(t) - anchors[w].anchor_mono_ns)
              for w, t in firsts.items() if w in anchors]
     return (min(walls) - started) / 1e9 if walls else math.nan
 
@@ -147,8 +147,8 @@ def summarize(record: RunRecord, cpu: pd.DataFrame | None = None, epochs: pd.Dat
     return RunSummary(
         run_id=record.run_id,
         status=record.status,
-        mode=str(record.meta.get("mode", "?")),
-        preset=str(record.meta.get("preset", "?")),
+        mode=record.run.mode or "?",
+        preset=record.run.preset,
         epochs=len(epochs),
         steady_epoch_s=steady_epoch,
         steady_is_warmup=warm,

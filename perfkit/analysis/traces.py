@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ import pandas as pd
 from pandas.api.types import is_numeric_dtype
 
 from perfkit.profiler import xplane
-from perfkit.results import TRACE_CACHE_FILE, TRACE_OPS_FILE, TRACE_STEPS_FILE, write_json, write_parquet
+from perfkit.results import TRACE_CACHE_FILE, TRACE_OPS_FILE, TRACE_STEPS_FILE, RunMeta, write_json, write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +61,14 @@ class TraceTables:
         return files + self.notes
 
 
-def profile_workers(meta: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def profile_workers(meta: RunMeta) -> dict[str, dict[str, Any]]:
     """run.json -> profile -> workers, keeping well-formed entries only."""
-    profile = meta.get("profile") if isinstance(meta.get("profile"), dict) else {}
-    return {str(k): w for k, w in (profile.get("workers") or {}).items() if isinstance(w, dict) and str(k).isdigit()}
+    entries = meta.profile.get("workers")
+    return {str(k): w for k, w in (entries if isinstance(entries, dict) else {}).items()
+            if isinstance(w, dict) and str(k).isdigit()}
 
 
-def load_traces(run_dir: Path, meta: Mapping[str, Any]) -> TraceTables:
+def load_traces(run_dir: Path, meta: RunMeta) -> TraceTables:
     """The trace tables of one run directory (a run or one host's part) whose run.json is ``meta``."""
     run_dir = Path(run_dir)
     captured = {k: w for k, w in profile_workers(meta).items() if w.get("status") == "captured"}
@@ -91,10 +91,9 @@ def load_traces(run_dir: Path, meta: Mapping[str, Any]) -> TraceTables:
     return _store(parsed, key)
 
 
-def _hosts(meta: Mapping[str, Any]) -> dict[str, str]:
-    cluster = (meta.get("cluster") or {}).get("workers") or []
-    entries = [w for w in [*cluster, *(meta.get("workers") or [])] if isinstance(w, dict) and "index" in w]
-    return {str(w["index"]): str(w.get("host") or "") for w in entries}
+def _hosts(meta: RunMeta) -> dict[str, str]:
+    hosts = {str(i): h for i, h in meta.cluster.host_of().items()}
+    return {**hosts, **{str(w.index): str(w.host or "") for w in meta.workers}}
 
 
 def _stamp(path: Path) -> dict[str, Any]:
@@ -284,7 +283,7 @@ def cross_check(trace: pd.DataFrame, callback: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def why_no_trace(metas: list[Mapping[str, Any]], tables: list[TraceTables], trace: pd.DataFrame | None,
+def why_no_trace(metas: list[RunMeta], tables: list[TraceTables], trace: pd.DataFrame | None,
                  skipped: list[str]) -> str:
     """Why a run has no usable trace: no window at all, captures that did not survive (how many attempts
     failed, and why), or a partial table."""
@@ -317,7 +316,7 @@ def why_no_trace(metas: list[Mapping[str, Any]], tables: list[TraceTables], trac
             + "; ".join(item + (f" (x{c})" if c > 1 else "") for item, c in counted.items()))
 
 
-def _failed_attempts(metas: list[Mapping[str, Any]],
+def _failed_attempts(metas: list[RunMeta],
                      tables: list[TraceTables]) -> list[tuple[int, str, str, bool, tuple[Any, Any]]]:
     """(worker, status, error, final?, attempt key) of every capture attempt that left no trace: the
     earlier attempts run.json lists under "attempts", then the final one when it failed or could not be

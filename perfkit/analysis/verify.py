@@ -14,37 +14,37 @@ from typing import Any
 import pandas as pd
 
 from perfkit.errors import UsageError
+from perfkit.results import RunMeta
 
 HELD_WITHIN = 0.10  # |error| at most this: the prediction held
 VERIFY_COLUMNS = ["run_id", "verified_by", "what", "budgets", "placement", "predicted_epoch_s", "predicted_lo_s",
                   "predicted_hi_s", "measured_epoch_s", "error", "held", "transfer_source"]
 
 
-def equal_cluster_toml(meta: dict[str, Any], budgets: dict[str, float], available: float) -> str:
+def equal_cluster_toml(meta: RunMeta, budgets: dict[str, float], available: float) -> str:
     """The run's emulated cluster with each host at the budget that realises the what-if, as a cluster file
     (cores are this machine's: the budgets are not scaled again when they fit). UsageError when they do
     not fit here."""
     return _cluster_toml(meta, budgets, None, available, "the equal-workers configuration")
 
 
-def placement_cluster_toml(meta: dict[str, Any], budgets: dict[str, float], workers: dict[str, int],
+def placement_cluster_toml(meta: RunMeta, budgets: dict[str, float], workers: dict[str, int],
                            available: float) -> str:
     """The run's emulated cluster at the budgets it ran with (``budgets``, as applied), with ``workers`` per
     host; a host given none is left out."""
     return _cluster_toml(meta, budgets, workers, available, "the proposed placement")
 
 
-def _cluster_toml(meta: dict[str, Any], budgets: dict[str, float], workers: dict[str, int] | None,
+def _cluster_toml(meta: RunMeta, budgets: dict[str, float], workers: dict[str, int] | None,
                   available: float, what: str) -> str:
-    cluster = meta.get("cluster") or {}
-    declared = cluster.get("declared") or cluster
+    hosts = (meta.cluster.declared or {}).get("hosts") or meta.cluster.hosts
     total = sum(budgets.values())
     if not budgets or total > available + 1e-9:
         need = f"{total:.2f} cores" if budgets else "no budgets"
         raise UsageError(f"--verify: {what} needs {need} ({_text(budgets)}), more than "
                          f"this machine's {available:g}: it cannot be realised here")
     out = []
-    for h in declared.get("hosts") or []:
+    for h in hosts:
         n = int(h["workers"]) if workers is None else int(workers.get(h["name"], 0))
         if n == 0:
             continue
@@ -77,13 +77,13 @@ def prediction(row: Any, what: str = "equal workers", budgets: str | None = None
             "budgets": row.equal_budgets, "placement": None, "transfer_source": row.equal_transfer_source}
 
 
-def verification_table(metas: dict[str, dict[str, Any]], runs: pd.DataFrame) -> pd.DataFrame:
+def verification_table(metas: dict[str, RunMeta], runs: pd.DataFrame) -> pd.DataFrame:
     """One row per verification run among ``metas`` (run id -> run.json): predicted vs measured."""
     rows = []
     steady = runs.set_index("run_id")["steady_epoch_s"] if not runs.empty else pd.Series(dtype=float)
     for run_id, meta in metas.items():
-        v = meta.get("verifies")
-        if not isinstance(v, dict):
+        v = meta.verifies
+        if not v:
             continue
         measured = float(steady.get(run_id, math.nan))
         predicted = float(v.get("predicted_epoch_s", math.nan))

@@ -40,7 +40,7 @@ import pandas as pd
 
 from perfkit.analysis.stragglers import STEP_KEY, StepSplit, allowances, work_per_step
 from perfkit.analysis.summary import final_attempt
-from perfkit.results import RunRecord
+from perfkit.results import RunMeta, RunRecord
 
 
 @dataclass(frozen=True)
@@ -86,9 +86,9 @@ def parse_budgets(text: str) -> dict[str, float]:
     return {h: float(c) for h, c in (part.split("=", 1) for part in text.split(", ") if part)}
 
 
-def calibrated_transfer(meta: dict[str, Any], split: StepSplit) -> float | None:
+def calibrated_transfer(meta: RunMeta, split: StepSplit) -> float | None:
     """Seconds a balanced cluster's all-reduces take per step, from the workers' calibration; None without."""
-    cals = [w.get("calibration") or {} for w in meta.get("workers") or []]
+    cals = [w.calibration or {} for w in meta.workers]
     grads = [c["gradients_s"] for c in cals if isinstance(c.get("gradients_s"), (int, float))]
     floats = [c["one_float_s"] for c in cals if isinstance(c.get("one_float_s"), (int, float))]
     if not grads or not floats:
@@ -147,7 +147,7 @@ class StepModel:
         per = df.assign(rel=rel).groupby(STEP_KEY).agg(jitter=("rel", "max"), transfer=("transfer_s", "first"),
                                                        inp=("input_s", "median"))
         own = float(per["transfer"].median())
-        cal = calibrated_transfer(record.meta, split)
+        cal = calibrated_transfer(record.run, split)
         steady = epochs.iloc[1:] if len(epochs) > 1 else epochs
         steps = final_attempt(record.steps)  # once: the three below read the same records
         lead = steps[steps["worker"] == steps["worker"].min()]

@@ -94,7 +94,7 @@ def _fill_from_run(t: Training, run_dir: Path) -> Training:
         return t
     s = summarize(record)
     if s.status != "complete":
-        t.error = f"run {run_dir.name} is {s.status}: {record.meta.get('error')}"
+        t.error = f"run {run_dir.name} is {s.status}: {record.run.error}"
         return t
     ep = final_attempt(record.epochs)
     ep0 = ep[ep["worker"] == ep["worker"].min()].sort_values("epoch")
@@ -105,7 +105,7 @@ def _fill_from_run(t: Training, run_dir: Path) -> Training:
     t.steady_epoch_s, t.steady_samples_per_s = s.steady_epoch_s, s.steady_samples_per_s
     t.val_accuracy, t.cpu_mean, t.fit_s = s.val_accuracy, s.cpu_mean, s.fit_s
     t.extra = {"epochs": s.epochs, "startup_s": s.startup_s, "cpu_p95": s.cpu_p95,
-               "cpu_budget": (record.meta.get("cluster") or {}).get("cpu_budget", {}).get("mechanism")}
+               "cpu_budget": record.run.cluster.cpu_budget.get("mechanism")}
     return t
 
 

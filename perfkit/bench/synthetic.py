@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit._atomic import atomic_write
-from perfkit.results import SCHEMA_VERSION, TRACE_OPS_FILE, TRACE_STEPS_FILE, write_json, write_parquet
+from perfkit.results import SCHEMA_VERSION, TRACE_OPS_FILE, TRACE_STEPS_FILE, write_parquet, write_run_file
 
 S = 1_000_000_000
 WALL0 = 1_796_000_000 * S  # wall clock of the first step
@@ -139,7 +139,7 @@ def _write_part(path: Path, spec: SyntheticSpec, part: str | None, workers: list
     if spec.trace:
         _write_traces(path, spec, workers, st)
     interval = float(np.diff(cpu["t_ns"].to_numpy()[:2])[0]) / S
-    write_json(path / "run.json", _meta(spec, part, workers, offsets, st, interval))
+    write_run_file(path, _meta(spec, part, workers, offsets, st, interval))
 
 
 def _cpu_tables(spec: SyntheticSpec, workers: list[int], st: dict[str, np.ndarray], epochs: pd.DataFrame,

@@ -6,6 +6,7 @@ import math
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -18,7 +19,7 @@ from perfkit.analysis.report_console import fmt
 from perfkit.analysis.summary import RunSummary
 from perfkit.errors import ResultsError
 from perfkit.analysis.traces import load_traces, overlap_share
-from perfkit.results import load_meta
+from perfkit.results import SCHEMA_VERSION, RunMeta, load_meta
 from perfkit.trainer.events import NullObserver
 
 
@@ -120,7 +121,7 @@ def trace_lines(profile: Any, run_dir: Path) -> list[str]:
     window = profile.get("window") or {}
     lines = [f"profiler trace of steps {window.get('first')}-{window.get('last')} "
              f"(TensorBoard: perfkit tensorboard {run_dir.name}):"]
-    tables = load_traces(run_dir, {**_meta(run_dir), "profile": profile})
+    tables = load_traces(run_dir, replace(_meta(run_dir), profile=profile))
     steps = tables.steps if tables.steps is not None else pd.DataFrame(columns=["worker", "step_s"])
     med = steps.groupby("worker").median(numeric_only=True)
     hidden = overlap_share(steps)
@@ -142,8 +143,8 @@ def trace_lines(profile: Any, run_dir: Path) -> list[str]:
     return lines + [f"  warning: {w}" for w in tables.notes]
 
 
-def _meta(run_dir: Path) -> dict[str, Any]:
+def _meta(run_dir: Path) -> RunMeta:
     try:
         return load_meta(run_dir)
     except ResultsError:  # the caller's profile is enough to find the captures; hosts are then unknown
-        return {}
+        return RunMeta(schema_version=SCHEMA_VERSION, run_id=run_dir.name)

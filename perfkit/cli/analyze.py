@@ -28,8 +28,8 @@ class Format(str, Enum):
 def analyze_command(
     run_dirs: Annotated[Optional[list[Path]], typer.Argument(
         metavar="RUN_DIR",
-        help="Run directories (a part <run-id>--<host> brings its sibling parts); "
-        "default: every run in --results-dir.", show_default=False)] = None,
+        help="Run directories (a part <run-id>--<host> brings its sibling parts), or one folder of runs (then "
+        "used as --results-dir); default: every run in --results-dir.", show_default=False)] = None,
     results_dir: Annotated[Path, typer.Option(help="Where run directories live.")] = Path("results"),
     baseline: Annotated[Optional[str], typer.Option(
         help="Run id of the baseline (default: the latest complete single-mode run on the same data and "
@@ -58,8 +58,17 @@ def analyze_command(
 
     from perfkit.analysis.analyze import analyze
 
+    if run_dirs and len(run_dirs) == 1 and is_folder_of_runs(run_dirs[0]):
+        results_dir, run_dirs = run_dirs[0], None  # e.g. a Slurm job's shared results folder
     analysis = analyze(run_dirs or None, results_dir, baseline)
     write_outputs(analysis, fmt, output, None if no_html else (html or default_html_path(results_dir)), csv)
+
+
+def is_folder_of_runs(path: Path) -> bool:
+    """A directory holding runs (each with a run.json), not itself a run."""
+    from perfkit.results import RUN_FILE, iter_run_dirs
+
+    return path.is_dir() and not (path / RUN_FILE).is_file() and next(iter_run_dirs(path), None) is not None
 
 
 def default_html_path(results_dir: Path) -> Path:

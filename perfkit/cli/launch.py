@@ -38,6 +38,11 @@ def launch_command(
     profile_steps: Annotated[str, typer.Option(help="Trace window for perfkit.record: global steps 'A-B', "
                                                "'auto' or 'off'.")] = "auto",
     no_profile: Annotated[bool, typer.Option("--no-profile", help="No profiler trace window.")] = False,
+    cluster_from: Annotated[Optional[str], typer.Option(help="multi: this task of a scheduler's cluster: slurm, "
+                                                        "tf-config (the command keeps its TF_CONFIG) or auto "
+                                                        "(automatic when one is detected).", show_default=False)] = None,
+    base_port: Annotated[Optional[int], typer.Option(help="multi, --cluster-from slurm: each task's port is this + "
+                                                     "its local id [default: 23456].", show_default=False)] = None,
     allow_unenforced: Annotated[bool, typer.Option("--allow-unenforced", help="multi: run emulated hosts even "
                                                    "where their CPU budgets cannot be enforced.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run directory.")] = False,
@@ -53,15 +58,17 @@ def launch_command(
         raise UsageError("--sample-interval: must be between 0.05 and 60 seconds")
     if stall_timeout <= 0:
         raise UsageError("--stall-timeout: must be > 0 seconds")
-    lopts = LaunchOptions(UserCommand.checked(command, mode is Mode.multi), mode,
+    if mode is Mode.multi:
+        opts = multi_options(workers, cluster, None, None, emulate, pin, connect_timeout, max_restarts,
+                             cluster_from, base_port)
+    else:
+        if workers not in (None, 1) or cluster is not None or emulate or cluster_from is not None:
+            raise UsageError("--workers/--cluster/--emulate/--cluster-from: only with --mode multi")
+        opts = multi_options(1, None, None, None, False, pin, connect_timeout, max_restarts)
+    passed_on = opts.scheduler.tf_config if opts.scheduler is not None else None
+    lopts = LaunchOptions(UserCommand.checked(command, mode is Mode.multi, passed_on), mode,
                           "off" if no_profile else check_spec(profile_steps), sample_interval=sample_interval,
                           label=label)
-    if mode is Mode.multi:
-        opts = multi_options(workers, cluster, None, None, emulate, pin, connect_timeout, max_restarts)
-    else:
-        if workers not in (None, 1) or cluster is not None or emulate:
-            raise UsageError("--workers/--cluster/--emulate: only with --mode multi")
-        opts = multi_options(1, None, None, None, False, pin, connect_timeout, max_restarts)
     opts = replace(opts, stall_timeout=stall_timeout, allow_unenforced=allow_unenforced)
     console = Console(quiet=quiet)
     observer = progress_observer(console, quiet)

@@ -57,6 +57,13 @@ def run_command(
     no_profile: Annotated[bool, typer.Option("--no-profile", help="No profiler trace window.")] = False,
     profile_retries: Annotated[int, typer.Option(help="Try a lost capture again this many times (multi: a "
                                                  "cluster restart each, from the last completed epoch).")] = 3,
+    cluster_from: Annotated[Optional[str], typer.Option(help="multi: the cluster from a scheduler: slurm (srun's "
+                                                        "variables), tf-config (TF_CONFIG: TFJob, Vertex AI, "
+                                                        "SageMaker, Ray) or auto (automatic when neither --workers "
+                                                        "nor --cluster is given and one is detected).",
+                                                        show_default=False)] = None,
+    base_port: Annotated[Optional[int], typer.Option(help="multi, --cluster-from slurm: each task's port is this + "
+                                                     "its local id [default: 23456].", show_default=False)] = None,
     allow_unenforced: Annotated[bool, typer.Option("--allow-unenforced", help="multi: run emulated hosts even "
                                                    "where their CPU budgets cannot be enforced (figures that "
                                                    "use budgets are then marked).")] = False,
@@ -78,13 +85,14 @@ def run_command(
     )
     opts = None
     if mode is Mode.multi:
-        opts = multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts)
+        opts = multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
+                             cluster_from, base_port)
         if stall_timeout <= 0:
             raise UsageError("--stall-timeout: must be > 0 seconds")
         opts = replace(opts, stall_timeout=stall_timeout, allow_unenforced=allow_unenforced)
     else:
         _no_multi_flags(workers=workers, cluster=cluster, host=host, task_index=task_index,
-                        allow_unenforced=allow_unenforced or None)
+                        allow_unenforced=allow_unenforced or None, cluster_from=cluster_from, base_port=base_port)
     path = train_once(cfg, opts, results_dir, run_id, quiet)
     if quiet:
         typer.echo(str(path))  # scripts get the run directory and nothing else
@@ -119,13 +127,30 @@ def _no_multi_flags(**given: object) -> None:
 
 
 def multi_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
-                   emulate: bool, pin: bool, connect_timeout: float, max_restarts: int) -> MultiOptions:
+                   emulate: bool, pin: bool, connect_timeout: float, max_restarts: int,
+                   cluster_from: str | None = None, base_port: int | None = None) -> MultiOptions:
+    import os
+
+    from perfkit import schedulers
     from perfkit.cluster import load_cluster, local_cluster
     from perfkit.trainer.cpubudget import available_cores
     from perfkit.trainer.multi import MultiOptions, select_local
 
+    if cluster_from is None and workers is None and cluster is None and schedulers.detect(os.environ):
+        cluster_from = "auto"  # under srun or a TF_CONFIG-setting scheduler, with no cluster named
+    if cluster_from is not None:
+        if workers is not None or cluster is not None or host is not None or task_index is not None or emulate:
+            raise UsageError("--cluster-from: not with --workers/--cluster/--host/--task-index/--emulate (the "
+                             "scheduler gives the cluster and this task)")
+        task = schedulers.from_environment(cluster_from, os.environ, float(len(available_cores())),
+                                           base_port or schedulers.DEFAULT_BASE_PORT)
+        return MultiOptions(task.cluster, (task.index,), f"w{task.index}", False, pin, connect_timeout, max_restarts,
+                            scheduler=task)
+    if base_port is not None:
+        raise UsageError("--base-port: only with --cluster-from slurm")
     if (workers is None) == (cluster is None):
-        raise UsageError("--mode multi: give either --workers N or --cluster FILE")
+        raise UsageError("--mode multi: give either --workers N or --cluster FILE (or --cluster-from under a "
+                         "scheduler)")
     if connect_timeout <= 0:
         raise UsageError("--connect-timeout: must be > 0 seconds")
     if max_restarts < 0:
@@ -161,6 +186,6 @@ def print_summary(console: Console, path: Path) -> None:
     workers = worker_table(record)
     if len(workers) > 1:
         console.print(worker_lines(workers))
-    for line in trace_lines(record.meta.get("profile"), path):
+    for line in trace_lines(record.run.profile or None, path):
         console.print(line)
     console.print(f"run directory: {path}")

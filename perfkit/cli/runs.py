@@ -5,13 +5,14 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from perfkit.cli import app
+from perfkit.results import RunMeta
 
 
 @app.command("runs")
@@ -44,7 +45,7 @@ def runs_command(
             continue
         status = s.status if s.status == "complete" else f"[yellow]{s.status}[/yellow]"
         table.add_row(path.name, status, s.mode, s.preset, str(s.epochs), fmt(s.steady_epoch_s, ".1f"),
-                      fmt(s.val_accuracy, ".4f"), trace_status(record.meta))
+                      fmt(s.val_accuracy, ".4f"), trace_status(record.run))
     # Piped output (scripts, tests) gets a fixed width instead of rich's 80-column fallback.
     console = Console(width=None if sys.stdout.isatty() else 120)
     if count == 0:
@@ -53,18 +54,18 @@ def runs_command(
     console.print(table)
 
 
-def trace_status(meta: dict[str, Any]) -> str:
+def trace_status(meta: RunMeta) -> str:
     """Captures per worker as run.json records them ("2/2", "1/2 (1 crashed)", "off"); a listing parses
     nothing, so a capture that is there but damaged shows only when the run is analysed."""
-    profile = meta.get("profile")
-    if not isinstance(profile, dict):
+    profile = meta.profile
+    if not profile:
         return ""
     if profile.get("spec") == "off":
         return "off"
     workers = [w for w in (profile.get("workers") or {}).values() if isinstance(w, dict)]
     if not workers:
         return "none"
-    total = (meta.get("cluster") or {}).get("num_workers") or len(meta.get("workers") or []) or len(workers)
+    total = meta.cluster.num_workers or len(meta.workers) or len(workers)
     captured = sum(w.get("status") == "captured" for w in workers)
     others = Counter(str(w.get("status")) for w in workers if w.get("status") != "captured")
     more = ", ".join(f"{n} {status}" for status, n in sorted(others.items()))

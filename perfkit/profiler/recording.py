@@ -172,8 +172,7 @@ def _meta(ctx: Any, global_batch: int) -> dict[str, Any]:
     from perfkit.machine import machine_info, versions
 
     multi = ctx.num_workers > 1
-    tasks = (ctx.tf_config or {}).get("cluster") or {}
-    endpoints = [*tasks.get("chief", []), *tasks.get("worker", [])]
+    endpoints = list(ctx.endpoints)
     return {
         "mode": "multi" if multi else "single", "strategy": None, "preset": None,
         "config": {"mode": "multi" if multi else "single", "batch_size": global_batch, "epochs": None,

@@ -31,12 +31,13 @@ INDEX_VAR = "PERFKIT_WORKER_INDEX"
 class UserCommand:
     argv: tuple[str, ...]
     multi: bool  # False: one process, no TF_CONFIG (the single-mode baseline)
+    tf_config: str | None = None  # a scheduler's own TF_CONFIG: passed on unchanged instead of perfkit's
 
     reports = False  # a script without perfkit.record writes no status.json
     forms_cluster = property(lambda self: self.multi)
 
     @classmethod
-    def checked(cls, argv: list[str], multi: bool) -> UserCommand:
+    def checked(cls, argv: list[str], multi: bool, tf_config: str | None = None) -> UserCommand:
         """The command after ``--``, its program found now rather than as N failed workers."""
         if not argv:
             raise UsageError("perfkit launch: give the command to run after '--', e.g. "
@@ -44,7 +45,7 @@ class UserCommand:
         prog = argv[0]
         if shutil.which(prog) is None and not (os.sep in prog and Path(prog).is_file()):
             raise UsageError(f"command: {prog!r} is not an executable on PATH or a file")
-        return cls(tuple(argv), multi)
+        return cls(tuple(argv), multi, tf_config)
 
     def command(self, run: RunDir, placement: Placement) -> list[str]:
         cores = ",".join(str(c) for c in placement.cores) if placement.cores else "-"
@@ -53,7 +54,7 @@ class UserCommand:
     def environment(self, run: RunDir, cluster: ClusterSpec, placement: Placement) -> dict[str, str]:
         env = worker_env()
         if self.multi:
-            env["TF_CONFIG"] = json.dumps(cluster.tf_config(placement.index))
+            env["TF_CONFIG"] = self.tf_config or json.dumps(cluster.tf_config(placement.index))
         env[RUN_DIR_VAR], env[INDEX_VAR] = str(run.path.resolve()), str(placement.index)
         if placement.threads:
             env["TF_NUM_INTRAOP_THREADS"] = str(placement.threads)

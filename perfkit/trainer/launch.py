@@ -15,11 +15,12 @@ from typing import Any
 
 from perfkit.config import Mode, sanitize_id
 from perfkit.profiler.recording import plan_config, command_identity
-from perfkit.results import RunDir, new_run_id
+from perfkit.results import RunDir
 from perfkit.trainer.command import UserCommand
 from perfkit.trainer.events import NullObserver, Observer
 from perfkit.trainer.hostenv import HostEnv
-from perfkit.trainer.multi import MultiOptions, Supervision, placement_meta, placements_payload, supervise_run, warn_setup
+from perfkit.trainer.multi import (MultiOptions, Supervision, placement_meta, placements_payload, run_dir_id,
+                                   supervise_run, warn_setup)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def run_launch(lopts: LaunchOptions, opts: MultiOptions, results_dir: str | Path
                run_id: str | None = None) -> Path:
     observer = observer or NullObserver()
     results_dir = Path(results_dir)
-    rid = sanitize_id(run_id) if run_id else new_run_id(lopts.mode.value, lopts.label)
+    rid = run_dir_id(run_id, opts, lopts.mode.value, lopts.label)
     dir_name = f"{rid}--{sanitize_id(opts.part)}" if opts.part else rid
     RunDir.path_for(results_dir, dir_name)
     env = HostEnv.setup(opts.cluster, opts.local_workers, opts.part, opts.emulate, opts.pin, opts.allow_unenforced,

@@ -41,6 +41,7 @@ class MultiOptions:
     max_restarts: int = 0
     stall_timeout: float = 600.0
     allow_unenforced: bool = False
+    scheduler: Any = None  # perfkit.schedulers.Task when a scheduler (Slurm, TF_CONFIG) gave the cluster
 
 
 def select_local(cluster: ClusterSpec, host: str | None, task_index: int | None) -> tuple[tuple[int, ...], str | None]:
@@ -64,7 +65,7 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
     if cfg.batch_size % n:
         raise UsageError(f"--batch-size: the global batch {cfg.batch_size} does not divide among {n} workers")
     results_dir = Path(results_dir)
-    rid = sanitize_id(run_id) if run_id else new_run_id(cfg.mode.value, cfg.label)
+    rid = run_dir_id(run_id, opts, cfg.mode.value, cfg.label)
     dir_name = f"{rid}--{sanitize_id(opts.part)}" if opts.part else rid
     RunDir.path_for(results_dir, dir_name)
     observer.phase("preparing data")
@@ -81,6 +82,15 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
     finally:
         for line in env.close():
             observer.warning(f"could not remove {line}")
+
+
+def run_dir_id(run_id: str | None, opts: MultiOptions, mode: str, label: str | None) -> str:
+    """The run id: the user's, else the scheduler's job id (every task the same), else a new one."""
+    if run_id:
+        return sanitize_id(run_id)
+    if opts.scheduler is not None and opts.scheduler.run_id:
+        return opts.scheduler.run_id
+    return new_run_id(mode, label)
 
 
 def warn_setup(env: HostEnv, observer: Observer) -> None:
@@ -215,6 +225,7 @@ def placement_meta(opts: MultiOptions, env: HostEnv) -> dict[str, Any]:
     """run.json's account of where the workers ran: part, cluster, budgets, network, machine."""
     return {
         "part": {"name": opts.part, "workers": list(opts.local_workers)} if opts.part else None,
+        "scheduler": opts.scheduler.source if opts.scheduler is not None else None,
         "cluster": {**env.cluster.to_dict(), "num_workers": env.cluster.num_workers,
                     "local_workers": list(opts.local_workers), "emulated": opts.emulate, "pinned": opts.pin,
                     "declared": opts.cluster.to_dict() if env.cluster != opts.cluster else None,

@@ -63,8 +63,9 @@ def worker_processes() -> list[psutil.Process]:
 def traces(run: Path) -> Any:
     """The run's parsed traces, as ``perfkit analyze`` reads them (parsed now, or from the cache)."""
     from perfkit.analysis.traces import load_traces
+    from perfkit.results import load_meta
 
-    return load_traces(run, meta(run))
+    return load_traces(run, load_meta(run))
 
 
 def require_every_trace(run: Path) -> Any:

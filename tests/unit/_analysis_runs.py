@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfkit.results import write_json, write_parquet
+from perfkit.results import RunMeta, write_parquet, write_run_file
 
 S = 1_000_000_000
 WALL0 = 1_800_000_000 * S
@@ -59,7 +59,7 @@ def write_run(root: Path, run_id: str, *, mode: str = "multi",
             _trace_file(path, local, dict(workers), busy, input_s, step_s, epochs, steps, val_s, overlap)
         meta = _meta(run_id, mode, hosts, workers, local, offsets, status, preset, train_players, batch, epochs,
                      interval, started, part, trace)
-        write_json(path / "run.json", meta)
+        write_run_file(path, meta)
         out.append(path)
     return out
 
@@ -154,4 +154,9 @@ def single_run(root: Path, run_id: str, busy: float = 1.0, **kw: Any) -> Path:
 def set_meta(path: Path, **fields: Any) -> None:
     meta = json.loads((path / "run.json").read_text())
     meta.update(fields)
-    write_json(path / "run.json", meta)
+    write_run_file(path, meta)
+
+
+def typed(fields: dict[str, Any]) -> RunMeta:
+    """A run record with just ``fields`` (the rest defaulted), as the loader would give it."""
+    return RunMeta.parse({"schema_version": 1, "run_id": "t", **fields}, "test/run.json")

@@ -10,6 +10,7 @@ import pytest
 from perfkit.analysis.analyze import Analysis, analyze
 from perfkit.analysis.load import load_runs
 from tests.unit._analysis_runs import S, single_run, write_run
+from tests.unit._analysis_runs import typed
 
 BASE, STRAG = "20260101T000000Z-single-base", "20260101T010000Z-multi-strag"
 
@@ -265,7 +266,7 @@ def test_the_verdict_names_the_network_when_transfer_is_the_largest_term(tmp_pat
     assert run["largest_term"] == "transfer" and run["transfer_share"] > 0.5
     assert any("The network between the workers sets the pace" in v for v in a.verdict)
     assert _run(_pair(tmp_path / "b"))["largest_term"] != "transfer"
-    assert describe_links({"network": {"links": {"a": {"requested": {"bandwidth_mbit": 100, "latency_ms": 5}}}}}) \
+    assert describe_links(typed({"network": {"links": {"a": {"requested": {"bandwidth_mbit": 100, "latency_ms": 5}}}}})) \
         == "a 100 Mbit/s + 5 ms"
 
 

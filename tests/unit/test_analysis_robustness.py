@@ -10,6 +10,7 @@ import pytest
 from perfkit.analysis.analyze import analyze
 from perfkit.errors import ResultsError, UsageError
 from tests.unit._analysis_runs import set_meta, single_run, write_run
+from tests.unit._analysis_runs import typed
 
 BASE, RUN = "20260101T000000Z-single-base", "20260101T010000Z-multi-run"
 
@@ -217,4 +218,4 @@ def test_cached_and_freshly_generated_data_of_one_file_is_the_same_data() -> Non
     single = {"data": {"path": "results/datasets/synth.parquet", "source": "cache"}, "config": cfg}
     multi = {"data": {"path": "results/datasets/synth.parquet", "source": "generated"}, "config": cfg}
     user = {"data": {"path": "results/datasets/synth.parquet", "source": "file"}, "config": cfg}
-    assert dataset(single) == dataset(multi) != dataset(user)
+    assert dataset(typed(single)) == dataset(typed(multi)) != dataset(typed(user))

@@ -123,3 +123,23 @@ def test_bad_links_name_the_key(tmp_path: Path, link: str, match: str) -> None:
     path = _write(tmp_path, HOST.format(name="a", address="127.0.0.1", cores=1, workers=1, port=20000) + link + "\n")
     with pytest.raises(UsageError, match=match):
         load_cluster(path)
+
+
+def test_a_port_with_a_listener_is_taken_but_one_in_time_wait_is_free() -> None:
+    import socket
+
+    from perfkit.cluster import WorkerSpec, check_ports_free
+
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as TensorFlow's gRPC server binds
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    with pytest.raises(UsageError, match=f"port 127.0.0.1:{port} for worker 0 .h. is not free"):
+        check_ports_free((WorkerSpec(0, "h", "127.0.0.1", port),))
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = server.accept()
+    conn.close()  # the side that closes first keeps the port in TIME_WAIT
+    client.close()
+    server.close()
+    check_ports_free((WorkerSpec(0, "h", "127.0.0.1", port),))

@@ -8,6 +8,7 @@ import pytest
 
 from perfkit.analysis.summary import cpu_table, epoch_table, summarize
 from perfkit.results import RunDir, RunRecord
+from perfkit.results import RunMeta
 
 S = 1_000_000_000
 
@@ -77,7 +78,7 @@ def test_startup_is_command_start_to_first_step_on_the_wall_clock(tmp_path: Path
 
     rec = _make_run(tmp_path, [2.0, 2.0])
     # the worker's monotonic 0 (its first step) is wall 100 s; the command started at wall 88 s
-    meta = {**rec.meta, "command_started_wall_ns": 88 * S,
-            "workers": [{"index": 0, "anchor_wall_ns": 100 * S, "anchor_mono_ns": 0}]}
+    meta = RunMeta.parse({**rec.meta, "command_started_wall_ns": 88 * S,
+                          "workers": [{"index": 0, "anchor_wall_ns": 100 * S, "anchor_mono_ns": 0}]}, "t")
     assert startup_seconds(RunRecord(rec.path, meta, rec.steps, rec.epochs, rec.cpu, rec.system)) == pytest.approx(12.0)
     assert math.isnan(startup_seconds(rec))

@@ -119,12 +119,12 @@ def test_a_damaged_capture_is_a_warning_naming_it_and_the_other_worker_loads(run
 
 def test_why_no_trace_counts_every_failed_capture_attempt(run: Path, tmp_path: Path) -> None:
     meta = load_meta(run)
-    entry = meta["profile"]["workers"]["1"]
+    entry = meta.profile["workers"]["1"]
     entry.update(status="crashed", file=None, error="TensorFlow's profiler crashed a worker (SIGSEGV); resumed",
                  attempts=[{"attempt": 0, "status": "captured", "error": None, "window": WINDOW},  # superseded
                            {"attempt": 1, "status": "failed", "error": "could not stop the profiler: boom",
                             "window": WINDOW}])
-    set_meta(run, profile=meta["profile"])
+    set_meta(run, profile=meta.profile)
     single_run(tmp_path, "20260101T000000Z-single-base")
     note = analyze(None, tmp_path).runs.set_index("run_id").loc[RUN, "split_note"]
     assert note.endswith("(no usable trace of worker 1; 2 capture attempts failed: worker 1 failed (could not stop "
@@ -230,7 +230,7 @@ def test_overlap_share_is_reported_per_worker(tmp_path: Path) -> None:
 
 
 def test_end_of_run_lines_parse_the_captures_and_leave_the_cache(run: Path, parses: list[Path]) -> None:
-    lines = trace_lines(load_meta(run)["profile"], run)
+    lines = trace_lines(load_meta(run).profile, run)
     assert lines[0].startswith("profiler trace of steps 11-12") and len(lines) == 3
     assert all("exposed" in line and "hidden under compute" in line for line in lines[1:])
     assert "trace vs step callback" in lines[1] and (run / TRACE_CACHE_FILE).is_file() and len(parses) == 2
@@ -240,7 +240,7 @@ def test_end_of_run_lines_parse_the_captures_and_leave_the_cache(run: Path, pars
 
 def test_end_of_run_lines_name_a_damaged_capture(run: Path) -> None:
     (run / _capture_file(0)).write_bytes(b"")
-    lines = trace_lines(load_meta(run)["profile"], run)
+    lines = trace_lines(load_meta(run).profile, run)
     assert lines[1] == f"  worker 0: unreadable ({_capture_file(0)}: no host plane in the profiler capture)"
     assert "hidden under compute" in lines[2]
 

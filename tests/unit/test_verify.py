@@ -9,15 +9,16 @@ import pytest
 from perfkit.analysis.verify import equal_cluster_toml
 from perfkit.cluster import load_cluster
 from perfkit.errors import UsageError
+from tests.unit._analysis_runs import typed
 
-META = {"cluster": {"hosts": [
+META = typed({"cluster": {"hosts": [
     {"name": "fast", "address": "10.213.0.2", "cores": 1.5, "workers": 1, "base_port": 20000},
     {"name": "slow", "address": "10.213.0.3", "cores": 0.5, "workers": 1, "base_port": 20000,
      "link": {"bandwidth_mbit": 100, "latency_ms": None, "loss_pct": None}}],
     "declared": {"hosts": [
         {"name": "fast", "address": "127.0.0.1", "cores": 3, "workers": 1, "base_port": 20000},
         {"name": "slow", "address": "127.0.0.2", "cores": 1, "workers": 1, "base_port": 20000,
-         "link": {"bandwidth_mbit": 100, "latency_ms": None, "loss_pct": None}}]}}}
+         "link": {"bandwidth_mbit": 100, "latency_ms": None, "loss_pct": None}}]}}})
 
 
 def test_the_equal_cluster_keeps_the_declared_hosts_and_links_at_the_new_budgets(tmp_path: Path) -> None:

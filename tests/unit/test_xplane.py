@@ -14,6 +14,7 @@ import pytest
 
 from perfkit.profiler import xplane
 from perfkit.analysis.traces import cross_check, load_traces
+from tests.unit._analysis_runs import typed
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -95,7 +96,7 @@ def test_load_traces_writes_trace_tables_and_skips_an_unreadable_capture(tmp_pat
     caps = {str(w): {"status": "captured", "window": {"first": 11, "last": 12},
                      "file": f"tensorboard/plugins/profile/r/h-w{w}.xplane.pb"} for w in (0, 1)}
     meta = {"profile": {"spec": "11-12", "workers": caps}, "workers": [{"index": w, "host": "h"} for w in (0, 1)]}
-    tables = load_traces(run, meta)
+    tables = load_traces(run, typed(meta))
     assert tables.checks["0"]["steps"] == 2 and tables.checks["0"]["matched_steps"] == 0  # no step callback
     assert set(tables.unreadable) == {"1"} and any("h-w1.xplane.pb" in w for w in tables.warnings)
     steps = pd.read_parquet(run / "trace_steps.parquet")
