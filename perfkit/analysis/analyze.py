@@ -58,7 +58,8 @@ def analyze_selection(sel: Selection) -> Analysis:
         placement=_cat([f.placement for f in figures]), cpu_timeline=_cat([f.timeline for f in figures]),
         ops=_cat([f.ops for f in figures]),
         excluded=pd.DataFrame([vars(e) for e in sel.excluded], columns=["run_id", "path", "reason"]),
-        verifications=verification_table({r.run_id: r.meta for r in sel.runs}, runs),
+        verifications=verification_table({r.run_id: r.meta for r in sel.runs}, runs,
+                                         _cat([f.workers for f in figures])),
         warnings=sel.warnings, verdict=())
     return Analysis(**{**vars(analysis), "verdict": tuple(verdict(analysis))})
 
@@ -74,7 +75,7 @@ RUN_COLUMNS = [
     "rss_peak_max_bytes", "val_loss", "val_accuracy", "val_auc", "split_source", "split_note", "steps_compared",
     "straggler_cost", "flagged_workers", "slowest_worker", "slowest_host", "slowest_straggler_share",
     "slowest_speed_score", "others_wait_share", "equal_step_ratio", "equal_epoch_s", "equal_epoch_lo_s",
-    "equal_epoch_hi_s", "equal_step_s", "equal_transfer_s", "equal_transfer_source", "equal_val_s", "equal_budgets",
+    "equal_epoch_hi_s", "equal_step_s", "equal_compute_s", "equal_epoch_per_compute", "equal_transfer_s", "equal_transfer_source", "equal_val_s", "equal_budgets",
     "equal_assumptions", "placement_hosts",
     "placement_now", "placement_proposed", "compute_now_s", "compute_proposed_s", "placement_epoch_s",
     "placement_epoch_lo_s", "placement_epoch_hi_s", "placement_assumptions", "largest_term", "transfer_share",

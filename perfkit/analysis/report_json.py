@@ -62,6 +62,9 @@ KEYS: dict[str, dict[str, str]] = {
         "mean predicted step (the median worker's compute x the step's slowest-of-N variation x the trace "
         "correction + transfer + input) + time outside steps + validation scaled like a step (analysis/whatif.py)", "equal_epoch_lo_s": "lower end of its 95% interval (from the step-to-step "
         "spread)", "equal_epoch_hi_s": "upper end", "equal_step_s": "mean predicted step",
+        "equal_compute_s": "compute per step the what-if gives every worker (the median worker's median, traced)",
+        "equal_epoch_per_compute": "seconds of steady epoch per second of compute per step (both what-ifs: the "
+        "epoch is linear in the compute level)",
         "equal_transfer_s": "all-reduce seconds per step a balanced cluster would pay",
         "equal_transfer_source": "calibration (the workers' all-reduce calibration after training) or run "
         "(the run's own transfer: carries a throttled worker's slowness)",
@@ -147,7 +150,13 @@ KEYS: dict[str, dict[str, str]] = {
         "predicted_lo_s": "its 95% interval, lower end", "predicted_hi_s": "upper end",
         "measured_epoch_s": "the verification run's steady epoch", "error": "(predicted - measured) / measured",
         "held": f"|error| <= {HELD_WITHIN:.0%}",
-        "transfer_source": "where the prediction's transfer came from (calibration or run)"},
+        "transfer_source": "where the prediction's transfer came from (calibration or run)",
+        "compute_assumed_s": "compute per step the what-if assumes of every worker (traced, median worker)",
+        "compute_measured_s": "compute per step the verification's workers took (median over workers of their "
+                              "median): when it differs from the assumed, the budgets did not realise the what-if",
+        "predicted_at_realised_s": "the prediction moved to compute_measured_s (the epoch is linear in the compute "
+                                   "per step): what the model predicts for the configuration that really ran",
+        "error_at_realised": "(predicted_at_realised_s - measured) / measured: the model's own error"},
 }
 TABLES = ("runs", "epochs", "workers", "processes", "hosts", "placement", "ops", "excluded", "verifications")
 

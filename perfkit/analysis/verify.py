@@ -18,7 +18,9 @@ from perfkit.results import RunMeta
 
 HELD_WITHIN = 0.10  # |error| at most this: the prediction held
 VERIFY_COLUMNS = ["run_id", "verified_by", "what", "budgets", "placement", "predicted_epoch_s", "predicted_lo_s",
-                  "predicted_hi_s", "measured_epoch_s", "error", "held", "transfer_source"]
+                  "predicted_hi_s", "measured_epoch_s", "error", "held", "transfer_source", "compute_assumed_s",
+                  "compute_measured_s", "predicted_at_realised_s", "error_at_realised"]
+REALISED_WITHIN = 0.05  # the verification's compute per step within this of the assumed one: the what-if was realised
 
 
 def equal_cluster_toml(meta: RunMeta, budgets: dict[str, float], available: float) -> str:
@@ -71,16 +73,23 @@ def prediction(row: Any, what: str = "equal workers", budgets: str | None = None
         return {"run_id": row.run_id, "what": what, "predicted_epoch_s": float(row.placement_epoch_s),
                 "predicted_lo_s": float(row.placement_epoch_lo_s), "predicted_hi_s": float(row.placement_epoch_hi_s),
                 "budgets": budgets, "placement": f"{row.placement_proposed} ({row.placement_hosts})",
-                "transfer_source": row.equal_transfer_source}
+                "transfer_source": row.equal_transfer_source, "compute_s": float(row.compute_proposed_s),
+                "epoch_per_compute": float(row.equal_epoch_per_compute)}
     return {"run_id": row.run_id, "what": what, "predicted_epoch_s": float(row.equal_epoch_s),
             "predicted_lo_s": float(row.equal_epoch_lo_s), "predicted_hi_s": float(row.equal_epoch_hi_s),
-            "budgets": row.equal_budgets, "placement": None, "transfer_source": row.equal_transfer_source}
+            "budgets": row.equal_budgets, "placement": None, "transfer_source": row.equal_transfer_source,
+            "compute_s": float(row.equal_compute_s), "epoch_per_compute": float(row.equal_epoch_per_compute)}
 
 
-def verification_table(metas: dict[str, RunMeta], runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per verification run among ``metas`` (run id -> run.json): predicted vs measured."""
+def verification_table(metas: dict[str, RunMeta], runs: pd.DataFrame,
+                       workers: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per verification run among ``metas`` (run id -> run.json): predicted vs measured, and the
+    compute per step its workers took (median over workers of their median, ``workers``: the analysis'
+    per-worker table) against what the what-if assumed."""
     rows = []
     steady = runs.set_index("run_id")["steady_epoch_s"] if not runs.empty else pd.Series(dtype=float)
+    computed = (workers.groupby("run_id")["compute_median_s"].median()
+                if workers is not None and not workers.empty and "compute_median_s" in workers else pd.Series(dtype=float))
     for run_id, meta in metas.items():
         v = meta.verifies
         if not v:
@@ -93,7 +102,8 @@ def verification_table(metas: dict[str, RunMeta], runs: pd.DataFrame) -> pd.Data
                      "predicted_lo_s": v.get("predicted_lo_s"), "predicted_hi_s": v.get("predicted_hi_s"),
                      "measured_epoch_s": measured, "error": error,
                      "held": bool(abs(error) <= HELD_WITHIN) if math.isfinite(error) else None,
-                     "transfer_source": v.get("transfer_source")})
+                     "transfer_source": v.get("transfer_source"),
+                     **at_realised(v, predicted, measured, float(computed.get(run_id, math.nan)))})
     return pd.DataFrame(rows, columns=VERIFY_COLUMNS)
 
 
@@ -108,5 +118,33 @@ def verification_lines(table: pd.DataFrame) -> list[str]:
         placed = f", workers {r.placement}" if isinstance(r.placement, str) and r.placement else ""
         out.append(f"Verified by running it ({r.verified_by}, budgets {r.budgets}{placed}): {r.what} predicted a steady "
                    f"epoch of {r.predicted_epoch_s:.1f} s, measured {r.measured_epoch_s:.1f} s, error "
-                   f"{r.error:+.1%}: {held}.")
+                   f"{r.error:+.1%}: {held}.{_realised(r)}")
     return out
+
+
+def _realised(r: Any) -> str:
+    """Whether the verification's workers computed as fast as the what-if assumed: CPU budgets are not
+    proportional to speed everywhere (bench whatif: a worker at 0.5 core did ~6-17% less work per
+    core-second than at 0.7), so a verification can run a different what-if than the one predicted."""
+    assumed, measured = r.compute_assumed_s, r.compute_measured_s
+    if not (math.isfinite(assumed) and math.isfinite(measured) and assumed > 0):
+        return ""
+    off = measured / assumed - 1
+    text = (f" Its workers computed {measured * 1e3:.0f} ms per step (median worker) against the "
+            f"{assumed * 1e3:.0f} ms the what-if assumes ({off:+.0%})")
+    if abs(off) <= REALISED_WITHIN:
+        return text + "."
+    return (text + f": the budgets did not realise that speed. At the speed they did, the model predicts "
+            f"{r.predicted_at_realised_s:.1f} s, error {r.error_at_realised:+.1%}.")
+
+
+def at_realised(v: dict[str, Any], predicted: float, measured: float, computed: float) -> dict[str, float]:
+    """The prediction moved to the compute per step the verification's workers really took (the epoch is
+    linear in it: ``epoch_per_compute``), and its error: what the model gets wrong once the emulation's own
+    error (budgets that gave another speed than assumed) is taken out."""
+    assumed = float(v.get("compute_s") or math.nan)
+    slope = float(v.get("epoch_per_compute") or math.nan)
+    moved = predicted + slope * (computed - assumed)
+    error = (moved - measured) / measured if measured and math.isfinite(measured) else math.nan
+    return {"compute_assumed_s": assumed, "compute_measured_s": computed, "predicted_at_realised_s": moved,
+            "error_at_realised": error}

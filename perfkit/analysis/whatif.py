@@ -57,6 +57,8 @@ class Prediction:
 @dataclass(frozen=True)
 class EqualWorkers:
     predicted: Prediction
+    compute_s: float  # the compute per step every worker is assumed to take (the median worker's, traced)
+    epoch_per_compute: float  # seconds of epoch per second of compute per step (StepModel.epoch_per_compute)
     transfer_s: float
     transfer_source: str  # "calibration" or "run"
     budgets: dict[str, float]  # per host: the budget that gives its workers the median speed
@@ -65,12 +67,13 @@ class EqualWorkers:
     def to_row(self) -> dict[str, Any]:
         p = self.predicted
         return {"equal_epoch_s": p.epoch_s, "equal_epoch_lo_s": p.epoch_lo_s, "equal_epoch_hi_s": p.epoch_hi_s,
-                "equal_step_s": p.step_s, "equal_transfer_s": self.transfer_s,
+                "equal_step_s": p.step_s, "equal_compute_s": self.compute_s,
+                "equal_epoch_per_compute": self.epoch_per_compute, "equal_transfer_s": self.transfer_s,
                 "equal_transfer_source": self.transfer_source, "equal_val_s": p.val_s,
                 "equal_budgets": budgets_text(self.budgets), "equal_assumptions": self.assumptions}
 
 
-EMPTY_ROW = {k: math.nan for k in ("equal_epoch_s", "equal_epoch_lo_s", "equal_epoch_hi_s", "equal_step_s",
+EMPTY_ROW = {k: math.nan for k in ("equal_epoch_s", "equal_epoch_lo_s", "equal_epoch_hi_s", "equal_step_s", "equal_compute_s", "equal_epoch_per_compute",
                                    "equal_transfer_s", "equal_val_s")} | {
     "equal_transfer_source": None, "equal_budgets": None, "equal_assumptions": None}
 PLACEMENT_EMPTY = {"placement_epoch_s": math.nan, "placement_epoch_lo_s": math.nan,
@@ -134,6 +137,14 @@ class StepModel:
         return float(self.busy_w.max())
 
     @property
+    def epoch_per_compute(self) -> float:
+        """d(steady epoch) / d(compute per step): the epoch is linear in the compute level (``predict``),
+        so a prediction can be moved to the compute a verification really realised."""
+        jit = float(self.jitter.median())
+        val = self.val_now * jit / self.slowest if self.slowest > 0 else 0.0
+        return self.steps_per_epoch * float(self.jitter.mean()) * self.r + val
+
+    @property
     def transfer_source(self) -> str:
         return "calibration" if self.cal is not None and self.cal < self.own else "run"
 
@@ -174,7 +185,7 @@ class StepModel:
 def equal_workers(model: StepModel, host_of: dict[int, str], budgets: dict[str, float]) -> EqualWorkers:
     med = float(model.busy_w.median())
     return EqualWorkers(
-        predicted=model.predict(med), transfer_s=model.transfer, transfer_source=model.transfer_source,
+        predicted=model.predict(med), compute_s=med, epoch_per_compute=model.epoch_per_compute, transfer_s=model.transfer, transfer_source=model.transfer_source,
         budgets=_equal_budgets(model.busy_w, host_of, budgets, med),
         assumptions=_assumptions(model, "every worker at the median worker's compute speed"))
 

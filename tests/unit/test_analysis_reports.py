@@ -158,3 +158,22 @@ def test_a_clearly_slower_worker_that_sets_the_pace_is_named_even_above_the_flag
 def test_the_json_keys_document_is_generated_from_the_keys() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "analysis-json.md").read_text(encoding="utf-8")
     assert doc.endswith(report_json.keys_markdown() + "\n"), "regenerate docs/analysis-json.md (see its header)"
+
+
+def test_a_verification_that_ran_another_speed_is_moved_to_it_before_it_is_judged(tmp_path: Path) -> None:
+    single_run(tmp_path, BASE, started="2026-01-01T00:00:00Z")
+    write_run(tmp_path, STRAG, started="2026-01-01T01:00:00Z")
+    [check] = write_run(tmp_path, VERIFY, started="2026-01-01T03:00:00Z", busy={w: 0.2 for w in range(4)})
+    # The what-if assumed 0.25 s of compute per step; the verification's budgets gave 0.2 s.
+    set_meta(check, verifies={"run_id": STRAG, "what": "equal workers", "predicted_epoch_s": 3.9,
+                              "predicted_lo_s": 3.9, "predicted_hi_s": 3.9, "budgets": "a=3, b=2.5",
+                              "transfer_source": "run", "compute_s": 0.25, "epoch_per_compute": 10.0})
+    a = analyze(None, tmp_path)
+    # 10 steps x 1 (no variation) + validation 1.0 s / the slowest worker's 0.5 s compute
+    assert a.runs.set_index("run_id").loc[STRAG, "equal_epoch_per_compute"] == pytest.approx(12.0)
+    v = a.verifications.iloc[0]
+    assert v["compute_assumed_s"] == 0.25 and v["compute_measured_s"] == pytest.approx(0.2)
+    assert v["predicted_at_realised_s"] == pytest.approx(3.4) and v["error_at_realised"] == pytest.approx(-1.1 / 4.5)
+    assert ("error -13.3%: the prediction did not hold (|error| > 10%). Its workers computed 200 ms per step (median "
+            "worker) against the 250 ms the what-if assumes (-20%): the budgets did not realise that speed. At the "
+            "speed they did, the model predicts 3.4 s, error -24.4%.") in "\n".join(a.verdict)
