@@ -139,12 +139,20 @@ def host_table(samples: CpuSamples, meta: RunMeta) -> pd.DataFrame:
 
 def _host_sum(df: pd.DataFrame) -> pd.Series:
     """A host's workers' CPU% summed per sample. Workers sampled together (one sampler) share their sample
-    times, so their series add up element-wise; otherwise samples are matched by time."""
+    times, so their series add up element-wise. Workers sampled apart (parts of one run on one node: two
+    Slurm tasks, each with its own sampler) are summed per sampling interval, over the intervals in which
+    every one of them has a sample."""
     series = [g["cpu_percent"].to_numpy() for _, g in df.groupby("worker", sort=True)]
     times = [g["t_ns"].to_numpy() for _, g in df.groupby("worker", sort=True)]
     if all(len(t) == len(times[0]) and np.array_equal(t, times[0]) for t in times):
         return pd.Series(np.sum(series, axis=0))
-    return df.groupby("t_ns", sort=False)["cpu_percent"].sum()
+    step = float(np.median(np.concatenate([np.diff(t) for t in times if len(t) > 1]))) if any(
+        len(t) > 1 for t in times) else 0.0
+    if step <= 0:
+        return df.groupby("t_ns", sort=False)["cpu_percent"].sum()
+    binned = df.assign(bin=((df["t_ns"] - df["t_ns"].min()) // step).astype("int64"))
+    per = binned.groupby(["bin", "worker"])["cpu_percent"].mean().unstack("worker")
+    return per.dropna().sum(axis=1)
 
 
 def training_cpu_seconds(samples: CpuSamples) -> float:

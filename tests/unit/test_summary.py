@@ -82,3 +82,17 @@ def test_startup_is_command_start_to_first_step_on_the_wall_clock(tmp_path: Path
                           "workers": [{"index": 0, "anchor_wall_ns": 100 * S, "anchor_mono_ns": 0}]}, "t")
     assert startup_seconds(RunRecord(rec.path, meta, rec.steps, rec.epochs, rec.cpu, rec.system)) == pytest.approx(12.0)
     assert math.isnan(startup_seconds(rec))
+
+
+def test_workers_of_one_host_sampled_by_separate_samplers_are_summed_per_interval() -> None:
+    """Two Slurm tasks on one node: each part's sampler ticks at its own times (every 0.5 s, 0.2 s apart)."""
+    import numpy as np
+    import pandas as pd
+
+    from perfkit.analysis.cpu import _host_sum
+
+    t0 = np.arange(10) * S // 2
+    df = pd.concat([pd.DataFrame({"worker": 0, "t_ns": t0, "cpu_percent": 80.0}),
+                    pd.DataFrame({"worker": 1, "t_ns": t0 + S // 5, "cpu_percent": 90.0})], ignore_index=True)
+    summed = _host_sum(df)
+    assert len(summed) >= 9 and (summed == 170.0).all()
