@@ -111,7 +111,10 @@ class Recorder:
                              f"all workers), not {global_batch!r}")
         check_keras()
         run_dir, index = os.environ.get(RUN_DIR_VAR), os.environ.get(INDEX_VAR)
-        if run_dir and index is not None and index.isdigit():
+        if run_dir or index is not None:  # set by perfkit launch: both, and the index a worker's
+            if not run_dir or index is None or not index.isdigit():
+                raise UsageError(f"{RUN_DIR_VAR}={run_dir!r}, {INDEX_VAR}={index!r}: perfkit launch sets both, "
+                                 f"the index a worker number; unset them to record a run of its own")
             self.context = Context.from_launcher(Path(run_dir), int(index))
         else:
             self.context = Context.alone(run_id, check_spec(profile_steps), label)

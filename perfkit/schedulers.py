@@ -9,7 +9,6 @@ CPU-only allocation (tensorflow/tensorflow#56894), so the cluster is built from 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -189,6 +188,3 @@ def expand_counts(text: str) -> list[int]:
         out += [int(m.group(1))] * int(m.group(2) or 1)
     return out
 
-
-def environment() -> Mapping[str, str]:
-    return os.environ

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from perfkit.cli import _options as opt
 from perfkit.cli import app
 from perfkit.config import Mode
 from perfkit.errors import UsageError
@@ -20,15 +21,14 @@ def launch_command(
                                                  show_default=False, metavar="-- COMMAND...")],
     mode: Annotated[Mode, typer.Option(help="multi: one process per worker with its own TF_CONFIG; single: "
                                        "the command once, no TF_CONFIG (the baseline).")] = Mode.multi,
-    workers: Annotated[Optional[int], typer.Option(help="multi: N workers on this machine (127.0.0.1).")] = None,
-    cluster: Annotated[Optional[Path], typer.Option(help="multi: cluster file (TOML), as for perfkit run.")] = None,
-    emulate: Annotated[bool, typer.Option("--emulate", help="multi: emulate --cluster's hosts here with their "
-                                          "CPU budgets (automatic when every address is local).")] = False,
-    pin: Annotated[bool, typer.Option("--pin/--no-pin", help="Pin workers to cores and cap TF's threads.")] = True,
-    results_dir: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("results"),
-    run_id: Annotated[Optional[str], typer.Option(help="Run id (default: <UTC time>-<mode>[-<label>]).")] = None,
-    label: Annotated[Optional[str], typer.Option(help="Appended to the generated run id.")] = None,
-    sample_interval: Annotated[float, typer.Option(help="Seconds between CPU samples.")] = 0.5,
+    workers: opt.Workers = None,
+    cluster: opt.ClusterFile = None,
+    emulate: opt.Emulate = False,
+    pin: opt.Pin = True,
+    results_dir: opt.ResultsDir = Path("results"),
+    run_id: opt.RunId = None,
+    label: opt.Label = None,
+    sample_interval: opt.SampleInterval = 0.5,
     connect_timeout: Annotated[float, typer.Option(help="multi: seconds for every worker's TF server to come "
                                                    "up.")] = 120.0,
     stall_timeout: Annotated[float, typer.Option(help="Fail when no worker shows progress (status or CPU) for "
@@ -37,14 +37,10 @@ def launch_command(
                                               "(resuming is the script's own, e.g. BackupAndRestore).")] = 0,
     profile_steps: Annotated[str, typer.Option(help="Trace window for perfkit.record: global steps 'A-B', "
                                                "'auto' or 'off'.")] = "auto",
-    no_profile: Annotated[bool, typer.Option("--no-profile", help="No profiler trace window.")] = False,
-    cluster_from: Annotated[Optional[str], typer.Option(help="multi: this task of a scheduler's cluster: slurm, "
-                                                        "tf-config (the command keeps its TF_CONFIG) or auto "
-                                                        "(automatic when one is detected).", show_default=False)] = None,
-    base_port: Annotated[Optional[int], typer.Option(help="multi, --cluster-from slurm: each task's port is this + "
-                                                     "its local id [default: 23456].", show_default=False)] = None,
-    allow_unenforced: Annotated[bool, typer.Option("--allow-unenforced", help="multi: run emulated hosts even "
-                                                   "where their CPU budgets cannot be enforced.")] = False,
+    no_profile: opt.NoProfile = False,
+    cluster_from: opt.ClusterFrom = None,
+    base_port: opt.BasePort = None,
+    allow_unenforced: opt.AllowUnenforced = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run directory.")] = False,
 ) -> None:
     """Run COMMAND once per worker (perfkit launch --workers 2 -- python train.py ARGS); a script using

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.console import Console
 
+from perfkit.cli import _options as opt
 from perfkit.cli import app
 from perfkit.config import DEFAULT_CLASS_WEIGHT, PRESETS, Mode, RunConfig, parse_class_weight
 from perfkit.errors import UsageError
@@ -35,18 +36,16 @@ def run_command(
     workload: Annotated[Optional[str], typer.Option(help="What to train: botdetector (the article's, default), or "
                                                     "your module:attr or path/to/file.py:attr (docs/workloads.md).",
                                                     show_default=False)] = None,
-    results_dir: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("results"),
-    run_id: Annotated[Optional[str], typer.Option(help="Run id (default: <UTC time>-<mode>[-<label>]).")] = None,
-    label: Annotated[Optional[str], typer.Option(help="Appended to the generated run id.")] = None,
-    sample_interval: Annotated[float, typer.Option(help="Seconds between CPU samples.")] = 0.5,
-    workers: Annotated[Optional[int], typer.Option(help="multi: N workers on this machine (127.0.0.1).")] = None,
-    cluster: Annotated[Optional[Path], typer.Option(help="multi: cluster file (TOML: hosts with name, address, "
-                                                    "cores, workers, base_port).")] = None,
+    results_dir: opt.ResultsDir = Path("results"),
+    run_id: opt.RunId = None,
+    label: opt.Label = None,
+    sample_interval: opt.SampleInterval = 0.5,
+    workers: opt.Workers = None,
+    cluster: opt.ClusterFile = None,
     host: Annotated[Optional[str], typer.Option(help="multi: start only this host's workers of --cluster.")] = None,
     task_index: Annotated[Optional[int], typer.Option(help="multi: start only this worker of --cluster.")] = None,
-    emulate: Annotated[bool, typer.Option("--emulate", help="multi: emulate --cluster's hosts on this machine "
-                                          "with their CPU budgets (automatic when every address is local).")] = False,
-    pin: Annotated[bool, typer.Option("--pin/--no-pin", help="multi: pin workers to cores and cap TF threads.")] = True,
+    emulate: opt.Emulate = False,
+    pin: opt.Pin = True,
     connect_timeout: Annotated[float, typer.Option(help="multi: seconds for the cluster to form.")] = 120.0,
     stall_timeout: Annotated[float, typer.Option(help="multi: fail when no worker reports progress for this "
                                                  "many seconds (a hung peer or collective).")] = 600.0,
@@ -54,19 +53,12 @@ def run_command(
                                               "dies; training resumes from the last completed epoch.")] = 0,
     profile_steps: Annotated[str, typer.Option(help="TF profiler trace window on every worker: global steps "
                                                "'A-B' (1-based), or 'auto' (10 steps early in epoch 2).")] = "auto",
-    no_profile: Annotated[bool, typer.Option("--no-profile", help="No profiler trace window.")] = False,
+    no_profile: opt.NoProfile = False,
     profile_retries: Annotated[int, typer.Option(help="Try a lost capture again this many times (multi: a "
                                                  "cluster restart each, from the last completed epoch).")] = 3,
-    cluster_from: Annotated[Optional[str], typer.Option(help="multi: the cluster from a scheduler: slurm (srun's "
-                                                        "variables), tf-config (TF_CONFIG: TFJob, Vertex AI, "
-                                                        "SageMaker, Ray) or auto (automatic when neither --workers "
-                                                        "nor --cluster is given and one is detected).",
-                                                        show_default=False)] = None,
-    base_port: Annotated[Optional[int], typer.Option(help="multi, --cluster-from slurm: each task's port is this + "
-                                                     "its local id [default: 23456].", show_default=False)] = None,
-    allow_unenforced: Annotated[bool, typer.Option("--allow-unenforced", help="multi: run emulated hosts even "
-                                                   "where their CPU budgets cannot be enforced (figures that "
-                                                   "use budgets are then marked).")] = False,
+    cluster_from: opt.ClusterFrom = None,
+    base_port: opt.BasePort = None,
+    allow_unenforced: opt.AllowUnenforced = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary; print only the run directory.")] = False,
 ) -> None:
     """Train a workload (default: the article's bot-player LSTM) once and record steps, epochs and CPU% under

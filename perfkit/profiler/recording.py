@@ -15,7 +15,7 @@ from typing import Any
 
 from perfkit.profiler import scalars, trace
 from perfkit.profiler.steps import StepLog, keras_callback
-from perfkit.trainer.worker_main import Status, _StatusObserver, _tables_saver
+from perfkit.trainer.worker_main import Status, StatusObserver, close_part, error_line, open_part
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +29,8 @@ class WorkerPart:
         wdir = self.run_dir / "workers" / str(ctx.index)
         wdir.mkdir(parents=True, exist_ok=True)
         self.status = Status(wdir / "status.json", ctx.index)
-        self.status.write(anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns,
-                          host=ctx.host, attempt=ctx.attempt, recorder=True)
-        self.save = _tables_saver(wdir, steplog, ctx.attempt)
-        self.observer = _StatusObserver(self.status, self.save)
+        self.save = open_part(self.status, wdir, steplog, ctx.host, ctx.attempt)
+        self.observer = StatusObserver(self.status, self.save)
         self.capture: trace.TraceCapture | None = None
         self.plan: dict[str, Any] | None = None
         self._callbacks: list[Any] | None = None
@@ -68,16 +66,12 @@ class WorkerPart:
         """Stop what was started, save everything; the run's outcome as (status, error)."""
         if self.capture is not None:
             self.capture.finish()  # a failed fit may leave the profiler running
-        self.save()
-        if exc is None:
-            self.status.write(state="done")
+        state = close_part(self.status, self.save, exc)
+        if state == "done":
             return "complete", None
-        if isinstance(exc, KeyboardInterrupt):
-            self.status.write(state="interrupted")
+        if state == "interrupted":
             return "interrupted", "interrupted by the user (Ctrl-C)"
-        error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
-        self.status.write(state="failed", error=error)
-        return "failed", error
+        return "failed", error_line(exc) if exc is not None else None
 
     def worker_record(self) -> dict[str, Any]:
         st = self.status._state

@@ -236,6 +236,8 @@ class Launcher:
         # be found dead in one poll: blame the one that died first, by a signal or of its own error.
         first = min(dead, key=lambda w: (w.proc.returncode >= 0, _is_consequence(w.status.get("error")), w.index))
         code, error = first.proc.returncode, first.status.get("error")
+        if not error and not self.spawn.reports:  # a user's command: its own last words (a traceback's last line)
+            error = next(iter(self._tail(first.index, 1)), None)
         details = {"worker": first.index, "host": first.placement.host, "pid": first.proc.pid, "exit_code": code,
                    "signal": signal.Signals(-code).name if code < 0 else None, "state": first.status.get("state"),
                    "last_log_lines": self._tail(first.index), "profile": first.status.get("profile"),

@@ -66,7 +66,7 @@ def apply_cpu_limits(threads: int | None, cores: list[int] | None) -> None:
         t.config.threading.set_inter_op_parallelism_threads(max(1, min(2, threads)))
 
 
-class _StatusObserver:
+class StatusObserver:
     """Forwards progress into status.json and saves the tables after every epoch."""
 
     def __init__(self, status: Status, save: Callable[[], None]) -> None:
@@ -100,7 +100,7 @@ def _float(v: Any) -> float | None:
         return None
 
 
-def _tables_saver(wdir: Path, steplog: StepLog, attempt: int) -> Callable[[], None]:
+def tables_saver(wdir: Path, steplog: StepLog, attempt: int) -> Callable[[], None]:
     """Save this attempt's rows beside those of earlier attempts (a restarted cluster resumes an epoch)."""
     import pandas as pd
 
@@ -132,23 +132,43 @@ def run_worker(run_dir: Path, index: int) -> int:
     apply_cpu_limits(me.get("threads"), me.get("cores"))
     os.environ["TF_CONFIG"] = json.dumps(cluster.tf_config(index))
     steplog = StepLog(samples_per_step=cfg.batch_size // cluster.num_workers)
-    status.write(anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns,
-                 host=me["host"], attempt=int(launch.get("attempt", 0)))
-    save = _tables_saver(wdir, steplog, int(launch.get("attempt", 0)))
+    save = open_part(status, wdir, steplog, me["host"], int(launch.get("attempt", 0)))
     try:
         _train(run_dir, cfg, cluster, launch, status, steplog, save)
-    except KeyboardInterrupt:
-        save()
-        status.write(state="interrupted")
+    except KeyboardInterrupt as exc:
+        close_part(status, save, exc)
         return 130
     except Exception as exc:  # noqa: BLE001 - recorded for the launcher, which reports it
         log.exception("worker %d failed", index)
-        save()
-        status.write(state="failed", error=f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}")
+        close_part(status, save, exc)
         return 1
-    save()
-    status.write(state="done")
+    close_part(status, save, None)
     return 0
+
+
+def open_part(status: Status, wdir: Path, steplog: StepLog, host: str, attempt: int) -> Callable[[], None]:
+    """This worker's clock anchor and host in status.json; the saver of its step and epoch tables. The same
+    for perfkit's own worker and for a user's script under perfkit.record."""
+    status.write(anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns, host=host,
+                 attempt=attempt)
+    return tables_saver(wdir, steplog, attempt)
+
+
+def close_part(status: Status, save: Callable[[], None], exc: BaseException | None) -> str:
+    """Save what was recorded and say in status.json how the worker ended: done, interrupted or failed."""
+    save()
+    if exc is None:
+        status.write(state="done")
+        return "done"
+    if isinstance(exc, KeyboardInterrupt):
+        status.write(state="interrupted")
+        return "interrupted"
+    status.write(state="failed", error=error_line(exc))
+    return "failed"
+
+
+def error_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
 
 
 def _train(run_dir: Path, cfg: RunConfig, cluster: ClusterSpec, launch: dict[str, Any], status: Status,
@@ -169,7 +189,7 @@ def _train(run_dir: Path, cfg: RunConfig, cluster: ClusterSpec, launch: dict[str
     instruments = Instruments(
         capture=CaptureTarget(run_dir, session=str(launch.get("run_id", run_dir.name)), host_name=f"{host}-w{index}"),
         scalars_dir=run_dir / "tensorboard" / f"w{index}", on_capture=lambda r: status.write(profile={**r, "attempt": int(launch.get("attempt", 0))}))
-    fit(cfg, workload, strategy, steplog, _StatusObserver(status, save), cpu=lambda: None,
+    fit(cfg, workload, strategy, steplog, StatusObserver(status, save), cpu=lambda: None,
         num_workers=cluster.num_workers, backup_dir=backup, instruments=instruments,
         after_fit=lambda model: _calibrate(strategy, model, status) if cluster.num_workers > 1 else None)
 

@@ -80,3 +80,12 @@ def test_a_command_that_never_starts_its_server_is_named_at_the_connect_timeout(
     assert proc.returncode == 1
     line = proc.stderr.strip().splitlines()[-1]
     assert "did not form within 5 s" in line and "0 (localhost" in line and "1 (localhost" in line
+
+
+def test_a_command_that_dies_is_named_with_its_last_words(tmp_path: Path) -> None:
+    proc = _perfkit("launch", "--workers", "3", "--no-profile", "--results-dir", str(tmp_path), "--",
+                    sys.executable, str(SCRIPT), *TINY, timeout=300)
+    assert proc.returncode == 1
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "exited with code 1: perfkit.errors.UsageError: perfkit.record: global_batch 128 does not divide " \
+           "among 3 workers" in line, line

@@ -122,3 +122,12 @@ def test_listening_sees_a_listening_port_and_not_a_closed_one() -> None:
         assert not listening(os.getpid(), port)
         s.listen()
         assert listening(os.getpid(), port)
+
+
+def test_half_a_launcher_environment_is_refused_not_taken_for_a_run_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tensorflow", types.SimpleNamespace(keras=types.SimpleNamespace(
+        Model=type("Model", (), {"__module__": "tf_keras.x"}))))
+    monkeypatch.setenv("PERFKIT_RUN_DIR", "/tmp/somewhere")
+    monkeypatch.setenv("PERFKIT_WORKER_INDEX", "one")
+    with pytest.raises(UsageError, match="PERFKIT_RUN_DIR='/tmp/somewhere', PERFKIT_WORKER_INDEX='one'"):
+        record(global_batch=64)
