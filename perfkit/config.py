@@ -14,6 +14,7 @@ from perfkit.profiler import trace
 class Mode(str, Enum):
     single = "single"
     multi = "multi"
+    ps = "ps"
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,9 @@ class ClusterRecord:
         return {**out, **self.extra}
 
     def host_of(self) -> dict[int, str]:
-        return {int(w["index"]): str(w.get("host")) for w in self.workers if isinstance(w, dict) and "index" in w}
+        """Task index -> host: every worker, and under ParameterServerStrategy its servers and chief too."""
+        tasks = self.extra.get("tasks") if isinstance(self.extra.get("tasks"), list) else self.workers
+        return {int(w["index"]): str(w.get("host")) for w in tasks if isinstance(w, dict) and "index" in w}
 
 
 # Top-level keys with a type; everything else a writer puts in run.json is carried in ``extra``.
@@ -157,7 +159,7 @@ class RunMeta:
     started: str | None = None
     ended: str | None = None
     error: str | None = None
-    mode: str | None = None  # single | multi
+    mode: str | None = None  # single | multi | ps
     strategy: str | None = None
     preset: str | None = None  # None: a user's own command (perfkit launch, perfkit.record)
     clock: str | None = None  # "wall" once the loader moved merged parts onto the wall clock
@@ -213,6 +215,11 @@ class RunMeta:
     def num_workers(self) -> int:
         n = self.cluster.num_workers
         return n if isinstance(n, int) and n > 0 else max(1, len(self.workers))
+
+    @property
+    def chief_index(self) -> int | None:
+        """The chief's task index under ParameterServerStrategy (its process records the epochs)."""
+        return next((w.index for w in self.workers if w.role == "chief"), None)
 
     def worker(self, index: int) -> WorkerRecord | None:
         return next((w for w in self.workers if w.index == index), None)

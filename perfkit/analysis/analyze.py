@@ -19,6 +19,7 @@ import pandas as pd
 
 from perfkit.analysis import cpu as cpu_fig
 from perfkit.analysis.load import LoadedRun
+from perfkit.analysis.modes import mode_table
 from perfkit.analysis.select import Selection, describe_data, load_and_select
 from perfkit.analysis.stragglers import StragglerFigures, estimate_split, stragglers, trace_split
 from perfkit.analysis.summary import cpu_table_of, epoch_table, summarize, training_window
@@ -60,7 +61,8 @@ def analyze_selection(sel: Selection) -> Analysis:
         excluded=pd.DataFrame([vars(e) for e in sel.excluded], columns=["run_id", "path", "reason"]),
         verifications=verification_table({r.run_id: r.meta for r in sel.runs}, runs,
                                          _cat([f.workers for f in figures])),
-        warnings=sel.warnings, verdict=())
+        warnings=sel.warnings, verdict=(),
+        modes=mode_table(runs, frozenset(r.run_id for r in sel.runs if r.meta.verifies)))
     return Analysis(**{**vars(analysis), "verdict": tuple(verdict(analysis))})
 
 
@@ -70,7 +72,8 @@ def _cat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 RUN_COLUMNS = [
-    "run_id", "is_baseline", "mode", "status", "preset", "data", "workers", "hosts", "epochs", "steady_epoch_s",
+    "run_id", "is_baseline", "mode", "strategy", "ps", "step_shares", "min_step_share", "min_share_worker",
+    "min_share_vs_even", "status", "preset", "data", "workers", "hosts", "epochs", "steady_epoch_s",
     "steady_is_warmup", "fit_s", "steady_samples_per_s", "samples", "cpu_s", "cpu_s_per_1k_samples",
     "rss_peak_max_bytes", "val_loss", "val_accuracy", "val_auc", "split_source", "split_note", "steps_compared",
     "straggler_cost", "flagged_workers", "slowest_worker", "slowest_host", "slowest_straggler_share",
@@ -91,24 +94,27 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
     per_worker_cpu = cpu_table_of(cpu.window)
     epochs = epoch_table(rec)
     summary = summarize(rec, cpu=per_worker_cpu, epochs=epochs)
-    split = trace_split(run.trace, run.num_workers)
-    if split is None and run.num_workers > 1:
+    asynchronous = run.mode == "ps"  # no worker waits for another: no straggler split, no what-if
+    split = None if asynchronous else trace_split(run.trace, run.num_workers)
+    if split is None and run.num_workers > 1 and not asynchronous:
         split = estimate_split(rec, cpu, run.num_workers, run.no_trace)
     strag = stragglers(split, rec) if split is not None else None
     # CPU totals of a run whose sampler missed a worker would be partial: left out (the loader warns)
     sampled = set(cpu.workers["worker"].unique()) >= set(rec.steps["worker"].unique()) if not rec.steps.empty else False
     cpu_s = cpu_fig.training_cpu_seconds(cpu) if sampled else math.nan
     samples = float(rec.steps["samples"].sum()) if not rec.steps.empty else math.nan
-    workers = _worker_rows(run, per_worker_cpu, cpu, strag)
+    workers = _worker_rows(run, per_worker_cpu, cpu, strag, summary.fit_s)
     row = {
         "run_id": run.run_id, "is_baseline": is_baseline, "mode": run.mode, "status": run.status,
+        "strategy": rec.run.strategy or ("MirroredStrategy" if run.mode == "single" else None),
+        "ps": sum(1 for w in rec.run.workers if w.role == "ps"), **_share_row(workers),
         "preset": rec.run.preset, "data": describe_data(rec.run), "workers": run.num_workers,
         "hosts": len(set(cpu_fig.worker_hosts(rec.run).values())) or 1, "epochs": summary.epochs,
         "steady_epoch_s": summary.steady_epoch_s, "steady_is_warmup": summary.steady_is_warmup,
         "fit_s": summary.fit_s, "steady_samples_per_s": summary.steady_samples_per_s, "samples": samples,
         "cpu_s": cpu_s, "cpu_s_per_1k_samples": cpu_s / samples * 1000 if samples else math.nan,
         "rss_peak_max_bytes": float(workers["rss_peak_bytes"].max()) if not workers.empty else math.nan,
-        **_last_metrics(epochs), **_straggler_row(strag, rec.run),
+        **_last_metrics(epochs), **_straggler_row(strag, rec.run, asynchronous),
         **(_what_if_row(split, strag, rec, epochs) if strag is not None else EMPTY_ROW | PLACEMENT_EMPTY),
     }
     tag = {"run_id": run.run_id}
@@ -144,8 +150,24 @@ def _what_if_row(split: Any, strag: StragglerFigures, rec: RunRecord, epochs: pd
     return what.to_row() | (placement_row(model, strag.compute_proposed_s) if moved else PLACEMENT_EMPTY)
 
 
-def _straggler_row(strag: StragglerFigures | None, meta: RunMeta) -> dict[str, Any]:
+def _share_row(workers: pd.DataFrame) -> dict[str, Any]:
+    """Each worker's share of the training steps ("0 38%, 1 62%"), and the smallest share against an even
+    one (1/N): under ParameterServerStrategy a slow worker runs fewer steps instead of slowing the others."""
+    if workers.empty or "step_share" not in workers:
+        return {"step_shares": None, "min_step_share": math.nan, "min_share_worker": math.nan,
+                "min_share_vs_even": math.nan}
+    low = workers.loc[workers["step_share"].idxmin()]
+    return {"step_shares": ", ".join(f"{int(w)} {s:.0%}" for w, s in zip(workers["worker"], workers["step_share"])),
+            "min_step_share": float(low["step_share"]), "min_share_worker": int(low["worker"]),
+            "min_share_vs_even": float(low["step_share"]) * len(workers)}
+
+
+def _straggler_row(strag: StragglerFigures | None, meta: RunMeta, asynchronous: bool = False) -> dict[str, Any]:
     """Split, straggler and placement figures of a run (the equal-workers what-if: analysis/whatif.py)."""
+    if strag is None and asynchronous:
+        return {"split_source": None, "split_note": "asynchronous training (ParameterServerStrategy): no worker "
+                "waits for another, so there is no straggler wait and no equal-workers what-if; each worker's "
+                "share of the steps shows its speed"}
     if strag is None:
         return {"split_source": None, "split_note": "no split: no usable trace, and one worker or too few CPU "
                 "samples to estimate it from"}
@@ -193,11 +215,13 @@ def describe_links(meta: RunMeta) -> str | None:
 
 
 def _worker_rows(run: LoadedRun, per_worker_cpu: pd.DataFrame, cpu: cpu_fig.CpuSamples,
-                 strag: StragglerFigures | None) -> pd.DataFrame:
+                 strag: StragglerFigures | None, fit_s: float = math.nan) -> pd.DataFrame:
     steps = run.record.steps
     if steps.empty:
         return pd.DataFrame()
     out = step_spread(steps)
+    out["step_share"] = out["steps"] / out["steps"].sum()
+    out["steps_per_s"] = out["steps"] / fit_s if fit_s and fit_s > 0 else math.nan
     hosts = cpu_fig.worker_hosts(run.meta)
     out.insert(1, "host", out["worker"].map(lambda w: hosts.get(int(w))))
     workers_cpu = per_worker_cpu[per_worker_cpu["worker"] >= 0].drop(columns=["host", "samples"])

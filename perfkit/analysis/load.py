@@ -272,12 +272,18 @@ def completeness_problems(record: RunRecord, parts: list[RunRecord]) -> list[str
     if meta.launch.get("recorded") is False:
         return problems + ["the launched command recorded no steps: it does not use perfkit.record (only its "
                            "processes' CPU, memory and exit status were recorded)"]
+    # Under ParameterServerStrategy the chief records the epochs; its workers' steps are timed on them.
+    chief = meta.chief_index if meta.mode == "ps" else None
     for name, df in (("steps", record.steps), ("epochs", record.epochs)):
         have = {int(w) for w in df["worker"].unique()} if not df.empty else set()
+        if name == "epochs" and chief is not None:
+            if chief not in have:
+                problems.append(f"no epochs recorded by the chief (task {chief})")
+            continue
         if expected - have:
             missing = expected - have
             problems.append(f"no {name} recorded for worker(s) {_list(missing)}{_part_hint(meta, missing)}")
-    problems += _epoch_problems(record, expected)
+    problems += _epoch_problems(record, {chief} if chief is not None else expected)
     problems += [f"{r.path.name}: cpu.parquet missing" for r in parts if not (r.path / "cpu.parquet").is_file()]
     return problems
 

@@ -99,7 +99,9 @@ def split_table(a: Analysis, run_id: str, note: str) -> Table:
 def processes_table(a: Analysis) -> Table:
     t = _table("CPU per process over the training window (100% = one core)",
                ["run id", "process", "pid", "CPU mean", "CPU p95", "of host budget", "CPU-s", "peak RSS MiB"])
-    labels = [f"{r.role} {r.worker} ({r.host})" if r.worker >= 0 else f"{r.role} ({r.host})"
+    # A parameter server or chief is named by its role and its task index (the index run.json uses).
+    labels = [f"{r.role} ({r.host})" if r.worker < 0 else f"{r.role} {r.worker} ({r.host})"
+              if r.role in ("worker", "trainer") else f"{r.role} (task {r.worker}, {r.host})"
               for r in a.processes.itertuples(index=False)]
     t.columns[1].no_wrap, t.columns[1].min_width = True, max(map(len, labels), default=7)
     for label, r in zip(labels, a.processes.itertuples(index=False)):

@@ -42,6 +42,9 @@ def render_html(a: Analysis) -> str:
     sections = [_verdict_html(a)]
     for title, fig in charts(a, names):
         sections.append(f"<h2>{html.escape(title)}</h2>" + (fig if isinstance(fig, str) else _div(fig)))
+    if len(a.modes) > 1:
+        sections.append("<h2>Strategies compared (latest run of each mode)</h2>" + _table_html(
+            a.modes, list(_MODE_COLS), _MODE_COLS))
     sections.append("<h2>Runs</h2>" + _runs_html(a))
     if not a.processes.empty:
         sections.append("<h2>CPU and memory per process (training window; 100% = one core)</h2>"
@@ -226,12 +229,17 @@ _RUN_COLS = {"run_id": "run id", "mode": "mode", "workers": "workers", "steady_e
              "steady_samples_per_s": "samples/s", "speedup": "speedup", "efficiency": "efficiency",
              "fit_s": "fit s", "cpu_s_per_1k_samples": "CPU-s / 1k samples", "val_accuracy": "val acc",
              "val_auc": "val AUC", "split_source": "split"}
+_MODE_COLS = {"mode": "mode", "strategy": "strategy", "run_id": "run id", "workers": "workers", "ps": "ps",
+              "steady_epoch_s": "steady epoch s", "speedup": "speedup", "efficiency": "efficiency",
+              "step_shares": "steps per worker", "val_accuracy": "val acc", "val_accuracy_gap": "vs baseline",
+              "epoch_ratio_vs_multi": "epoch: multi / this", "val_accuracy_vs_multi": "val acc vs multi"}
 _PROC_COLS = {"run_id": "run id", "worker": "worker", "role": "role", "host": "host", "pid": "pid",
               "cpu_mean": "CPU mean %", "cpu_p95": "CPU p95 %", "budget_share_mean": "of host budget",
               "cpu_s": "CPU-s", "rss_peak_mib": "peak RSS MiB"}
 _SPECS = {"cpu_mean": ".0f", "cpu_p95": ".0f", "budget_share_mean": ".0%", "cpu_s": ",.1f", "rss_peak_mib": ",.0f",
           "steady_epoch_s": ".1f", "steady_samples_per_s": ",.0f", "speedup": ".2f", "efficiency": ".0%",
-          "fit_s": ".1f", "cpu_s_per_1k_samples": ".3g", "val_accuracy": ".4f", "val_auc": ".4f"}
+          "fit_s": ".1f", "cpu_s_per_1k_samples": ".3g", "val_accuracy": ".4f", "val_auc": ".4f",
+          "val_accuracy_gap": "+.4f", "epoch_ratio_vs_multi": ".2f", "val_accuracy_vs_multi": "+.4f"}
 
 
 def _runs_html(a: Analysis) -> str:

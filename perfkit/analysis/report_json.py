@@ -35,10 +35,16 @@ KEYS: dict[str, dict[str, str]] = {
         "placement what-if (runs with several hosts)", "ops": "per run: top traced ops by self time",
         "excluded": "runs left out, with the reason",
         "verifications": "per verification run (`perfkit compare --verify`): the what-if it ran, predicted vs "
-        "measured", "warnings": "list of warnings (e.g. trace skipped)",
+        "measured", "modes": "per mode (single, multi, ps): its latest run, synchronous against asynchronous "
+        "training", "warnings": "list of warnings (e.g. trace skipped)",
     },
     "runs": {
-        "run_id": "run id", "is_baseline": "true for the baseline", "mode": "single or multi",
+        "run_id": "run id", "is_baseline": "true for the baseline", "mode": "single, multi or ps",
+        "strategy": "the tf.distribute strategy it trained under", "ps": "parameter servers (ps mode)",
+        "step_shares": "each worker's share of the training steps (\"0 38%, 1 62%\")",
+        "min_step_share": "the smallest share", "min_share_worker": "the worker that had it",
+        "min_share_vs_even": "min_step_share x workers: 1 when every worker ran as many steps (always so "
+        "under a synchronous strategy); below 1, that worker was slower and ran fewer steps (ps)",
         "status": "run status (always complete here)", "preset": "workload preset", "data": "dataset and split",
         "workers": "worker processes (1 for single)", "hosts": "hosts in the cluster", "epochs": "epochs recorded",
         "steady_epoch_s": "median epoch time (train + validation, worker 0) over the epochs after the first",
@@ -95,6 +101,7 @@ KEYS: dict[str, dict[str, str]] = {
     },
     "workers": {
         "run_id": "run id", "worker": "worker index", "host": "host", "steps": "training steps recorded",
+        "step_share": "its share of all workers' steps", "steps_per_s": "its steps per second of the fit",
         "step_mean_s": "mean step time", "step_min_s": "shortest step", "step_max_s": "longest step",
         "step_q1_s": "step time, first quartile", "step_median_s": "median step time",
         "step_q3_s": "step time, third quartile", "step_p95_s": "step time, 95th percentile",
@@ -157,8 +164,18 @@ KEYS: dict[str, dict[str, str]] = {
         "predicted_at_realised_s": "the prediction moved to compute_measured_s (the epoch is linear in the compute "
                                    "per step): what the model predicts for the configuration that really ran",
         "error_at_realised": "(predicted_at_realised_s - measured) / measured: the model's own error"},
+    "modes": {
+        "mode": "single, multi or ps", "strategy": "its tf.distribute strategy", "run_id": "the mode's latest "
+        "run (verification runs left out)", "workers": "workers", "ps": "parameter servers",
+        "steady_epoch_s": "steady epoch time", "steady_samples_per_s": "steady samples/s",
+        "speedup": "baseline steady epoch / this one", "efficiency": "speedup / workers",
+        "step_shares": "each worker's share of the steps", "min_step_share": "the smallest share",
+        "val_accuracy": "validation accuracy after the last epoch", "val_auc": "validation AUC after the last epoch",
+        "val_accuracy_gap": "minus the baseline's", "epoch_ratio_vs_multi": "the multi run's steady epoch / this "
+        "one (> 1: faster than synchronous training)", "val_accuracy_vs_multi": "this minus the multi run's",
+        "val_auc_vs_multi": "this minus the multi run's"},
 }
-TABLES = ("runs", "epochs", "workers", "processes", "hosts", "placement", "ops", "excluded", "verifications")
+TABLES = ("runs", "epochs", "workers", "processes", "hosts", "placement", "ops", "excluded", "verifications", "modes")
 
 
 def keys_markdown() -> str:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -26,3 +26,4 @@ class Analysis:
     verifications: pd.DataFrame  # per verification run: the what-if it ran, predicted vs measured
     warnings: tuple[str, ...]
     verdict: tuple[str, ...]
+    modes: pd.DataFrame = field(default_factory=pd.DataFrame)  # per mode: its latest run, sync vs async

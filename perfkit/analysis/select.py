@@ -76,9 +76,9 @@ def choose_baseline(runs: Sequence[LoadedRun], results_dir: Path, baseline_id: s
     usable = sorted((r for r in runs if _usable(r)), key=lambda r: r.sort_key)
     if not usable:
         return None, "no complete run to compare"
-    references = [r for r in usable if r.mode == "multi"][::-1] or usable[::-1]
+    references = [r for r in usable if r.mode in ("multi", "ps")][::-1] or usable[::-1]
     singles = [r for r in usable if r.mode == "single"]
-    for ref in references:  # the latest multi-mode run that has a baseline among the runs analysed
+    for ref in references:  # the latest cluster run (multi or ps) that has a baseline among the runs analysed
         candidates = [r for r in singles if workload(r.meta) == workload(ref.meta)]
         if candidates:
             return candidates[-1], _CHOSEN

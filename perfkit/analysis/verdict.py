@@ -46,6 +46,7 @@ def verdict(a: Analysis) -> list[str]:
     for row in a.runs.itertuples(index=False):
         if row.run_id != a.baseline_id:
             lines += run_lines(row, base, a)
+    lines += mode_lines(a.modes)
     lines += verification_lines(a.verifications)
     if not a.excluded.empty:
         lines.append(f"Left out {len(a.excluded)} run(s): " + "; ".join(
@@ -82,7 +83,9 @@ def run_lines(row: Any, base: Any, a: Analysis) -> list[str]:
     note = str(row.split_note)
     est = "" if row.split_source == "trace" else note[:1].upper() + note[1:]
     lines = [_speed_line(row, base)]
-    if present(row.split_source) and row.workers > 1:  # one worker: nobody to wait for
+    if row.mode == "ps":
+        lines += _async_lines(row)
+    elif present(row.split_source) and row.workers > 1:  # one worker: nobody to wait for
         lines += _straggler_lines(row, a, est)
         lines += _network_lines(row, est)
         lines += _what_if_lines(row, base, a, est)
@@ -91,6 +94,50 @@ def run_lines(row: Any, base: Any, a: Analysis) -> list[str]:
     lines += _cpu_lines(row, base, a)
     lines.append(_convergence_line(row, base))
     return [line for line in lines if line]
+
+
+def _async_lines(row: Any) -> list[str]:
+    """ParameterServerStrategy: nobody waits; a slower worker shows as a smaller share of the steps."""
+    if not present(row.step_shares) or not ok(row.min_share_vs_even):
+        return []
+    even = 1 / row.workers
+    low = int(row.min_share_worker)
+    text = (f"Asynchronous training ({row.workers} workers, {int(row.ps)} parameter server"
+            f"{'s' if row.ps != 1 else ''}): no worker waited for another; each worker's share of the steps: "
+            f"{row.step_shares}.")
+    if row.min_share_vs_even < 0.9:
+        text += (f" Worker {low} ran {row.min_step_share:.0%} of them ({row.min_share_vs_even:.2f}x an even share "
+                 f"of {even:.0%}): the slower worker ran fewer steps instead of holding the others back.")
+    else:
+        text += f" Every worker ran close to an even share ({even:.0%}): none was clearly slower."
+    return [text]
+
+
+def mode_lines(modes: pd.DataFrame) -> list[str]:
+    """Synchronous (multi) against asynchronous (ps) training on the same data: faster, and at what cost."""
+    if modes.empty or not {"multi", "ps"} <= set(modes["mode"]):
+        return []
+    m = modes[modes["mode"] == "multi"].iloc[0]
+    p = modes[modes["mode"] == "ps"].iloc[0]
+    if not ok(p.epoch_ratio_vs_multi):
+        return []
+    r = float(p.epoch_ratio_vs_multi)
+    speed = f"{r:.2f}x faster" if r >= 1 else f"{1 / r:.2f}x slower"
+    vs_base = (f"; speedup over the baseline {p.speedup:.2f}x against {m.speedup:.2f}x"
+               if ok(p.speedup) and ok(m.speedup) else "")
+    text = (f"Synchronous against asynchronous training on this cluster: {p.run_id} (ps, ParameterServerStrategy) "
+            f"ran a steady epoch in {p.steady_epoch_s:.1f} s against {m.steady_epoch_s:.1f} s for {m.run_id} (multi, "
+            f"MultiWorkerMirroredStrategy): {speed}{vs_base}.")
+    gap = p.val_accuracy_vs_multi
+    if not ok(gap):
+        return [text + " No validation accuracy to compare."]
+    acc = f"validation accuracy after the last epoch {p.val_accuracy:.4f} against {m.val_accuracy:.4f}"
+    cost = (f"at an accuracy cost of {-gap:.4f} ({acc})" if gap < 0 else f"with no accuracy cost ({acc}, {gap:+.4f})")
+    if r >= 1.05:
+        return [text + f" Asynchronous training beat synchronous by {r - 1:.0%} per epoch {cost}."]
+    if r > 1 / 1.05:
+        return [text + f" Neither beat the other by more than 5% per epoch; asynchronous training ran {cost}."]
+    return [text + f" Asynchronous training did not beat synchronous: its epochs took {1 / r - 1:.0%} longer, {cost}."]
 
 
 def _convergence_line(row: Any, base: Any) -> str:

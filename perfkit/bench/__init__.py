@@ -18,5 +18,6 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "separability": ("perfkit.bench.separability", "how separable the synthetic data is with and without time"),
     "allreduce": ("perfkit.bench.allreduce", "isolated all-reduce of the model's gradients between N one-core workers"),
     "whatif": ("perfkit.bench.whatif", "unequal emulated clusters: the equal-workers prediction against running it"),
+    "ps-clock": ("perfkit.bench.ps_clock", "--mode ps: epoch time with and without the per-worker step clock"),
     "network": ("perfkit.bench.network", "2 emulated hosts, links from unshaped to 20 Mbit/s: the transfer term per step"),
 }

@@ -63,10 +63,12 @@ def steady(values: list[float]) -> float | None:
     return float(statistics.median(vals[1:] if len(vals) > 1 else vals))
 
 
-def perfkit_run(label: str, args: list[str], results_dir: Path, timeout: float) -> Training:
-    """``perfkit run ARGS --results-dir D --quiet``, then its run directory read back and summarised."""
+def perfkit_run(label: str, args: list[str], results_dir: Path, timeout: float,
+                env: dict[str, str] | None = None) -> Training:
+    """``perfkit run ARGS --results-dir D --quiet`` (``env`` added to its environment), then its run
+    directory read back and summarised."""
     proc = run_measured([*PERFKIT, "run", *args, "--results-dir", str(results_dir), "--quiet"], timeout,
-                        env=env_with_repo())
+                        env={**env_with_repo(), **(env or {})})
     t = Training(label, wall_s=proc.wall_s, peak_rss_bytes=proc.peak_rss_bytes)
     run_dir = printed_run_dir(proc)
     t.run_dir = str(run_dir) if run_dir else None

@@ -12,9 +12,9 @@ RunId = Annotated[Optional[str], typer.Option(help="Run id (default: <UTC time>-
                                               "scheduler's job id).")]
 Label = Annotated[Optional[str], typer.Option(help="Appended to the generated run id.")]
 SampleInterval = Annotated[float, typer.Option(help="Seconds between CPU samples.")]
-Workers = Annotated[Optional[int], typer.Option(help="multi: N workers on this machine (127.0.0.1).")]
-ClusterFile = Annotated[Optional[Path], typer.Option("--cluster", help="multi: cluster file (TOML: hosts with name, "
-                                                     "address, cores, workers, base_port).")]
+Workers = Annotated[Optional[int], typer.Option(help="multi, ps: N workers on this machine (127.0.0.1).")]
+ClusterFile = Annotated[Optional[Path], typer.Option("--cluster", help="multi, ps: cluster file (TOML: hosts with "
+                                                     "name, address, cores, workers, base_port; ps: ps, chief).")]
 Emulate = Annotated[bool, typer.Option("--emulate", help="multi: emulate --cluster's hosts on this machine with "
                                        "their CPU budgets (automatic when every address is local).")]
 Pin = Annotated[bool, typer.Option("--pin/--no-pin", help="Pin workers to cores and cap TF threads.")]

@@ -11,6 +11,7 @@ import typer
 
 from perfkit.cli import app
 from perfkit.config import PRESETS, Mode, RunConfig
+from perfkit.errors import UsageError
 
 
 @app.command("compare")
@@ -39,12 +40,16 @@ def compare_command(
     verify: Annotated[bool, typer.Option("--verify", help="Then run the what-ifs as predicted (the emulated "
                                          "cluster at the budgets that give equal workers; the proposed workers per "
                                          "host) and report predicted vs measured.")] = False,
+    modes: Annotated[str, typer.Option(help="The runs, comma-separated: single (the baseline, always first), "
+                                       "multi (synchronous), ps (asynchronous: ParameterServerStrategy; the "
+                                       "cluster file's ps and chief, or --ps with --workers).")] = "single,multi",
+    ps: Annotated[Optional[int], typer.Option("--ps", help="ps with --workers: parameter servers (default 1).",
+                                              show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No training progress; still the verdict.")] = False,
 ) -> None:
-    """Run single, then multi, on the same data, and say how much faster multi was and why not more."""
+    """Run single, then multi (and ps), on the same data, and say how much faster each was and why not more."""
     from perfkit.cli.analyze import Format, default_html_path, write_outputs
-    from perfkit.cli.run import multi_options, train_once
-    from perfkit.errors import UsageError
+    from perfkit.cli.run import train_once
 
     if cluster is not None and workers is not None:
         raise UsageError("--cluster/--workers: give one of them, not both")
@@ -53,33 +58,37 @@ def compare_command(
     # Everything is checked before the first minute of training is spent.
     from perfkit.workloads import config_overrides
 
+    chosen = parse_modes(modes)
+    if verify and "multi" not in chosen:
+        raise UsageError("--verify: verifies the multi run's what-if; add multi to --modes")
     profiling = {"profile_steps": "off" if no_profile else "auto", "profile_retries": profile_retries,
                  **config_overrides(workload, preset, None, None)}
-    single = RunConfig.from_preset(Mode.single, preset, epochs=epochs, label=label, **profiling)
-    multi = RunConfig.from_preset(Mode.multi, preset, epochs=epochs, label=label, **profiling)
-    opts = multi_options(workers if cluster is None and workers is not None else (None if cluster else 2),
-                         cluster, None, None, False, pin, connect_timeout, 0)
-    opts = replace(opts, allow_unenforced=allow_unenforced)
-    if multi.batch_size % opts.cluster.num_workers:
-        raise UsageError(f"--workers: the global batch {multi.batch_size} does not divide among "
-                         f"{opts.cluster.num_workers} workers")
+    cfgs = {m: RunConfig.from_preset(Mode(m), preset, epochs=epochs, label=label, **profiling) for m in chosen}
+    if "ps" in cfgs:
+        cfgs["ps"] = replace(cfgs["ps"], profile_steps="off")
+    clusters = _cluster_runs(cfgs, workers, cluster, ps, pin, connect_timeout, allow_unenforced)
     from perfkit.trainer.hostenv import preflight
 
+    opts = clusters.get("multi")
     if verify and not opts.emulate:
         raise UsageError("--verify: needs an emulated cluster (--cluster FILE with local addresses): the what-if "
                          "is realised with CPU budgets")
-    preflight(opts)  # budgets that cannot be enforced, a link that cannot be shaped: said now, not after the baseline
+    for o in clusters.values():
+        preflight(o)  # budgets that cannot be enforced, a link that cannot be shaped: said now, not after the baseline
     checks = (["equal workers"] + (["placement"] if len(opts.cluster.hosts) > 1 else [])) if verify else []
-    total = 3 + len(checks)
+    total = len(chosen) + 1 + len(checks)
     typer.echo(f"1/{total} single-machine baseline ({preset} preset)")
-    base = train_once(single, None, results_dir, None, quiet)
-    typer.echo(f"2/{total} multi-worker run: {opts.cluster.num_workers} workers on {len(opts.cluster.hosts)} host(s)")
-    run = train_once(multi, opts, results_dir, None, quiet)
+    base = train_once(cfgs["single"], None, results_dir, None, quiet)
+    paths, notes = [base], []
+    for i, (m, o) in enumerate(clusters.items(), start=2):
+        ps_part = f" and {o.cluster.num_ps} parameter server(s), asynchronous" if m == "ps" else ""
+        typer.echo(f"{i}/{total} {m} run: {o.cluster.num_workers} workers{ps_part} on {len(o.cluster.hosts)} host(s)")
+        paths.append(train_once(cfgs[m], o, results_dir, None, quiet))
     from perfkit.analysis.analyze import analyze
 
-    analysis = analyze([base, run], results_dir, base.name)
-    paths, notes = [base, run], []
-    for i, what in enumerate(checks, start=3):
+    analysis = analyze(paths, results_dir, base.name)
+    run, multi = (paths[1 + list(clusters).index("multi")], cfgs["multi"]) if opts is not None else (None, None)
+    for i, what in enumerate(checks, start=len(chosen) + 1):
         typer.echo(f"{i}/{total} verification: the {what} what-if, run as predicted")
         try:
             paths.append(_verify(analysis, run, multi, opts, results_dir, quiet, what))
@@ -91,6 +100,46 @@ def compare_command(
         analysis = replace(analysis, verdict=(*analysis.verdict, *notes))
     typer.echo(f"{total}/{total} analysis")
     write_outputs(analysis, Format.table, None, html or default_html_path(results_dir), None, verdict_last=True)
+
+
+def parse_modes(text: str) -> list[str]:
+    """``single,multi,ps`` -> the modes in run order, single first; a one-line error for anything else."""
+    given = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in given if m not in ("single", "multi", "ps")]
+    if bad or "single" not in given or len(given) < 2 or len(set(given)) < len(given):
+        raise UsageError(f"--modes: {text!r} must list single (the baseline) and at least one of multi, ps, each "
+                         f"once, comma-separated (e.g. single,multi,ps)")
+    return [m for m in ("single", "multi", "ps") if m in given]
+
+
+def _cluster_runs(cfgs: dict[str, RunConfig], workers: int | None, cluster: Path | None, ps: int | None, pin: bool,
+                  connect_timeout: float, allow_unenforced: bool) -> dict[str, Any]:
+    """The cluster options of each non-baseline mode, checked before anything runs. One cluster file serves
+    both: multi runs its hosts' workers only, ps also their parameter servers and the chief."""
+    from perfkit.cli.run import multi_options
+
+    if ps is not None and "ps" not in cfgs:
+        raise UsageError("--ps: only with ps in --modes")
+    n = workers if cluster is None and workers is not None else (None if cluster else 2)
+    out: dict[str, Any] = {}
+    for m in ("multi", "ps"):
+        if m not in cfgs:
+            continue
+        if m == "multi" and cluster is not None:
+            from perfkit.cluster import load_cluster
+
+            spec = load_cluster(cluster)
+            o = multi_options(None, cluster, None, None, False, pin, connect_timeout, 0, mode=Mode.ps) \
+                if spec.is_ps else multi_options(None, cluster, None, None, False, pin, connect_timeout, 0)
+            o = replace(o, cluster=o.cluster.workers_only(), local_workers=tuple(range(o.cluster.num_workers)))
+        else:
+            o = multi_options(n, cluster, None, None, False, pin, connect_timeout, 0, mode=Mode(m),
+                              ps=ps if m == "ps" else None)
+        if m == "multi" and cfgs[m].batch_size % o.cluster.num_workers:
+            raise UsageError(f"--workers: the global batch {cfgs[m].batch_size} does not divide among "
+                             f"{o.cluster.num_workers} workers")
+        out[m] = replace(o, allow_unenforced=allow_unenforced)
+    return out
 
 
 def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Path, quiet: bool, what: str) -> Path:

@@ -54,6 +54,9 @@ def launch_command(
         raise UsageError("--sample-interval: must be between 0.05 and 60 seconds")
     if stall_timeout <= 0:
         raise UsageError("--stall-timeout: must be > 0 seconds")
+    if mode is Mode.ps:
+        raise UsageError("--mode: ps is for perfkit run (perfkit's own chief, workers and parameter servers); "
+                         "perfkit launch runs your command with --mode single or multi")
     if mode is Mode.multi:
         opts = multi_options(workers, cluster, None, None, emulate, pin, connect_timeout, max_restarts,
                              cluster_from, base_port)

@@ -23,7 +23,9 @@ _CW_DEFAULT = ",".join(f"{k}:{v:g}" for k, v in DEFAULT_CLASS_WEIGHT.items())
 @app.command("run")
 def run_command(
     mode: Annotated[Mode, typer.Option(help="single: MirroredStrategy in one process; multi: "
-                                       "MultiWorkerMirroredStrategy over worker processes.")] = Mode.single,
+                                       "MultiWorkerMirroredStrategy over worker processes; ps: "
+                                       "ParameterServerStrategy (a chief, workers, parameter servers; "
+                                       "asynchronous).")] = Mode.single,
     preset: Annotated[str, typer.Option(help=f"Workload size: {', '.join(PRESETS)}.")] = "quick",
     epochs: Annotated[Optional[int], typer.Option(help="Override the preset's epochs.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Global batch (article: 1024).")] = None,
@@ -41,6 +43,9 @@ def run_command(
     label: opt.Label = None,
     sample_interval: opt.SampleInterval = 0.5,
     workers: opt.Workers = None,
+    ps: Annotated[Optional[int], typer.Option("--ps", help="ps, with --workers: parameter servers (default 1); "
+                                              "more than one shards each variable over them.",
+                                              show_default=False)] = None,
     cluster: opt.ClusterFile = None,
     host: Annotated[Optional[str], typer.Option(help="multi: start only this host's workers of --cluster.")] = None,
     task_index: Annotated[Optional[int], typer.Option(help="multi: start only this worker of --cluster.")] = None,
@@ -76,9 +81,13 @@ def run_command(
         profile_retries=profile_retries, **chosen,
     )
     opts = None
-    if mode is Mode.multi:
+    if mode is not Mode.ps and ps is not None:
+        raise UsageError("--ps: only with --mode ps")
+    if mode is Mode.ps:
+        cfg = ps_config(cfg, profile_steps if not no_profile else "off", max_restarts)
+    if mode is not Mode.single:
         opts = multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
-                             cluster_from, base_port)
+                             cluster_from, base_port, mode=mode, ps=ps)
         if stall_timeout <= 0:
             raise UsageError("--stall-timeout: must be > 0 seconds")
         opts = replace(opts, stall_timeout=stall_timeout, allow_unenforced=allow_unenforced)
@@ -115,12 +124,44 @@ def train_once(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, run
 def _no_multi_flags(**given: object) -> None:
     used = [name for name, value in given.items() if value is not None]
     if used:
-        raise UsageError(f"--{used[0].replace('_', '-')}: only with --mode multi")
+        raise UsageError(f"--{used[0].replace('_', '-')}: only with --mode multi or ps")
+
+
+def ps_config(cfg: RunConfig, profile_steps: str, max_restarts: int) -> RunConfig:
+    """ParameterServerStrategy's run config: no trace window (every worker's steps are timed in the step's
+    graph instead, trainer/ps.py) and no restarts (the chief cannot resume from a backup)."""
+    if profile_steps not in ("auto", "off"):
+        raise UsageError("--profile-steps: --mode ps records no trace window (each worker times its own steps); "
+                         "leave it at auto or pass --no-profile")
+    if max_restarts:
+        raise UsageError("--max-restarts: --mode ps does not restart a cluster (TF's chief cannot resume from a "
+                         "backup); leave it at 0")
+    return replace(cfg, profile_steps="off")
 
 
 def multi_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
                    emulate: bool, pin: bool, connect_timeout: float, max_restarts: int,
-                   cluster_from: str | None = None, base_port: int | None = None) -> MultiOptions:
+                   cluster_from: str | None = None, base_port: int | None = None, mode: Mode = Mode.multi,
+                   ps: int | None = None) -> MultiOptions:
+    """The cluster of a multi or ps run, checked against the strategy."""
+    from perfkit.cluster import check_mode
+    from perfkit.trainer.cpubudget import available_cores
+
+    if mode is Mode.ps and cluster_from is not None:
+        raise UsageError("--cluster-from: --mode ps takes its cluster from --workers/--ps or --cluster FILE")
+    if mode is Mode.ps and cluster is not None and ps is not None:
+        raise UsageError("--ps: not with --cluster (each host's ps = K in the file says where they run)")
+    if ps is not None and ps < 1:
+        raise UsageError("--ps: must be at least 1")
+    opts = _cluster_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
+                            cluster_from, base_port, (ps or 1) if mode is Mode.ps else 0)
+    check_mode(opts.cluster, mode.value, cores=float(len(available_cores())) if opts.emulate else None)
+    return opts
+
+
+def _cluster_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
+                     emulate: bool, pin: bool, connect_timeout: float, max_restarts: int,
+                     cluster_from: str | None, base_port: int | None, ps: int) -> MultiOptions:
     import os
 
     from perfkit import schedulers
@@ -141,8 +182,8 @@ def multi_options(workers: int | None, cluster: Path | None, host: str | None, t
     if base_port is not None:
         raise UsageError("--base-port: only with --cluster-from slurm")
     if (workers is None) == (cluster is None):
-        raise UsageError("--mode multi: give either --workers N or --cluster FILE (or --cluster-from under a "
-                         "scheduler)")
+        raise UsageError(f"--mode {'ps' if ps else 'multi'}: give either --workers N or --cluster FILE (or "
+                         f"--cluster-from under a scheduler)")
     if connect_timeout <= 0:
         raise UsageError("--connect-timeout: must be > 0 seconds")
     if max_restarts < 0:
@@ -150,8 +191,9 @@ def multi_options(workers: int | None, cluster: Path | None, host: str | None, t
     if cluster is None:
         if host is not None or task_index is not None or emulate:
             raise UsageError("--host/--task-index/--emulate: only with --cluster FILE")
-        spec = local_cluster(int(workers or 0), float(len(available_cores())))
-        return MultiOptions(spec, tuple(range(spec.num_workers)), None, False, pin, connect_timeout, max_restarts)
+        spec = local_cluster(int(workers or 0), float(len(available_cores())), ps=ps)
+        return MultiOptions(spec, tuple(t.index for t in spec.tasks), None, False, pin, connect_timeout,
+                            max_restarts)
     spec = load_cluster(cluster)
     local, part = select_local(spec, host, task_index)
     emulated = emulate or (part is None and spec.is_local())

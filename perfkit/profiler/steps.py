@@ -73,6 +73,10 @@ class StepLog:
         self._last_step_end = self._clock()
         self._steps.append((self._epoch, step, self._step_start, self._last_step_end))
 
+    def add_step(self, epoch: int, step: int, start_ns: int, end_ns: int) -> None:
+        """A step timed elsewhere (a ParameterServerStrategy worker times its own steps in the graph)."""
+        self._steps.append((epoch, step, start_ns, end_ns))
+
     def validation_begin(self) -> None:
         self._val_start = self._clock()
 
@@ -81,7 +85,8 @@ class StepLog:
 
     def epoch_end(self, epoch: int, logs: Mapping[str, Any] | None) -> dict[str, Any]:
         end = self._clock()
-        train_end = self._last_step_end if self._last_step_end >= self._epoch_start else end
+        # Without step callbacks (ParameterServerStrategy allows none) training ends where validation begins.
+        train_end = self._last_step_end if self._last_step_end >= self._epoch_start else (self._val_start or end)
         val_s = (self._val_end - self._val_start) / 1e9 if self._val_start and self._val_end else 0.0
         row: dict[str, Any] = {
             "epoch": epoch,
@@ -130,21 +135,15 @@ class StepLog:
 
 
 def keras_callback(log: StepLog, on_step: Callable[[int, int, Mapping[str, Any]], None] | None = None,
-                   on_epoch: Callable[[int, Mapping[str, Any]], None] | None = None) -> Any:
-    """A tf-keras Callback feeding ``log``; optional hooks let a progress display follow along."""
+                   on_epoch: Callable[[int, Mapping[str, Any]], None] | None = None, batches: bool = True) -> Any:
+    """A tf-keras Callback feeding ``log``; optional hooks let a progress display follow along. With
+    ``batches=False`` it times epochs and validation only: ParameterServerStrategy refuses any callback
+    that defines batch hooks."""
     from perfkit._tf import keras
 
-    class _StepRecorder(keras().callbacks.Callback):
+    class _EpochRecorder(keras().callbacks.Callback):
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             log.epoch_begin(epoch)
-
-        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            log.step_begin()
-
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            log.step_end(batch)
-            if on_step is not None:
-                on_step(log.current_epoch, batch, logs or {})
 
         def on_test_begin(self, logs: Any = None) -> None:
             log.validation_begin()
@@ -157,4 +156,13 @@ def keras_callback(log: StepLog, on_step: Callable[[int, int, Mapping[str, Any]]
             if on_epoch is not None:
                 on_epoch(epoch, row)
 
-    return _StepRecorder()
+    class _StepRecorder(_EpochRecorder):
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            log.step_begin()
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            log.step_end(batch)
+            if on_step is not None:
+                on_step(log.current_epoch, batch, logs or {})
+
+    return _StepRecorder() if batches else _EpochRecorder()

@@ -42,8 +42,8 @@ def plan(cluster: ClusterSpec, local: list[int], pin: bool, emulate: bool,
     """Placements of the local workers and the (scaled) budget of every emulated host."""
     cores = available_cores()
     budgets = cluster.cpu_budgets(len(cores)) if emulate else {}
-    workers = {w.index: w for w in cluster.workers}
-    per_host = {h.name: h.workers for h in cluster.hosts}
+    workers = {w.index: w for w in cluster.tasks}  # parameter servers and the chief share their host's budget
+    per_host = {h.name: h.processes for h in cluster.hosts}
     out = []
     for n, i in enumerate(local):
         host = workers[i].host
@@ -51,14 +51,21 @@ def plan(cluster: ClusterSpec, local: list[int], pin: bool, emulate: bool,
             share = budgets[host] / per_host[host]
             threads = max(1, math.ceil(share)) if pin else None
             mine = None if cgroups else _host_cores(cluster, host, budgets, cores)
-            out.append(Placement(i, host, mine, threads, budgets[host]))
+            out.append(Placement(i, host, _ps_safe(cluster, mine), threads, budgets[host]))
         elif pin:
             per = max(1, len(cores) // len(local))
             mine = [cores[(n * per + k) % len(cores)] for k in range(per)]
-            out.append(Placement(i, host, mine, per, None))
+            out.append(Placement(i, host, _ps_safe(cluster, mine), per, None))
         else:
             out.append(Placement(i, host, None, None, None))
     return out, budgets
+
+
+def _ps_safe(cluster: ClusterSpec, cores: list[int] | None) -> list[int] | None:
+    """No single-core affinity under ParameterServerStrategy: a TF server that may run on one core only
+    hangs on the first step it is sent (TF 2.21, whatever its thread pool sizes; seen on this project's
+    2-core machine). Its thread caps still hold; an emulated host's budget then needs a quota."""
+    return None if cluster.is_ps and cores is not None and len(cores) < 2 else cores
 
 
 def _host_cores(cluster: ClusterSpec, host: str, budgets: dict[str, float], cores: list[int]) -> list[int]:
@@ -76,6 +83,8 @@ def unenforceable(cluster: ClusterSpec, budgets: dict[str, float]) -> str | None
     """Why whole-core affinity (the fallback without a quota) cannot give the hosts their budgets, or
     None when it can: every budget a whole number of cores (within 10%), no core shared by two hosts."""
     cores = available_cores()
+    if cluster.is_ps and any(max(1, round(b)) < 2 for b in budgets.values()):
+        return "ParameterServerStrategy's servers cannot be held to one core by affinity (they hang)"
     given = {h.name: _host_cores(cluster, h.name, budgets, cores) for h in cluster.hosts}
     seen: set[int] = set()
     shared = False

@@ -56,7 +56,7 @@ class HostEnv:
                 sandbox = Sandbox.create(cluster, lambda ns: janitor.register("netns", ns))
             runtime = _runtime_cluster(cluster, sandbox, emulate)
             if sandbox.mechanism == "none":
-                check_ports_free(tuple(runtime.workers[i] for i in local))
+                check_ports_free(tuple(runtime.tasks[i] for i in local))
             placements, _ = cpubudget.plan(runtime, list(local), pin, emulate, quota.enabled)
         except BaseException:
             quota.cleanup()
@@ -67,11 +67,11 @@ class HostEnv:
         return cls(runtime, placements, budgets, quota, sandbox, janitor, unenforced, emulate=emulate, pin=pin)
 
     def wrap(self, index: int) -> list[str]:
-        return self.sandbox.wrap(self.cluster.workers[index].host)
+        return self.sandbox.wrap(self.cluster.tasks[index].host)
 
     def started(self, index: int, pid: int) -> None:
         """Put a new worker into its host's group (before it computes anything)."""
-        host = self.cluster.workers[index].host
+        host = self.cluster.tasks[index].host
         try:
             self.quota.add(host, pid)
         except OSError as exc:

@@ -15,20 +15,19 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfkit.cluster import ClusterSpec, WorkerSpec, is_loopback
+from perfkit.cluster import ClusterSpec, is_loopback
 from perfkit.errors import RunFailed, RunInterrupted
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.results import RunDir, write_json
 from perfkit.trainer.cpubudget import Placement
 from perfkit.trainer.events import Observer
+from perfkit.trainer.probe import listening, unreachable
 
 if TYPE_CHECKING:
     from perfkit.trainer.hostenv import HostEnv
@@ -99,7 +98,7 @@ class Launcher:
                     env=self.spawn.environment(self.run, self.cluster, w.placement))
             if self.env:
                 self.env.started(w.index, w.proc.pid)
-            self.sampler.watch(Target(w.proc.pid, w.index, "worker", w.placement.host))
+            self.sampler.watch(Target(w.proc.pid, w.index, self.cluster.tasks[w.index].role, w.placement.host))
             w.status = {}
 
     def wait(self) -> Failure | None:
@@ -111,7 +110,7 @@ class Launcher:
             failure = self._dead_worker()
             if failure is not None:
                 return failure
-            if all(w.proc is not None and w.proc.poll() == 0 for w in self.workers):
+            if all(w.proc is not None and w.proc.poll() == 0 for w in self._finishing()):
                 return None
             if deadline and all(self._joined(w) for w in self.workers):
                 deadline = 0.0
@@ -123,6 +122,18 @@ class Launcher:
                     return stalled
             time.sleep(POLL_S)
 
+    def _finishing(self) -> list[Worker]:
+        """The processes whose exit ends the run: every worker, or under ParameterServerStrategy the chief
+        (workers and parameter servers serve until they are stopped)."""
+        if not self.cluster.is_ps:
+            return self.workers
+        return [w for w in self.workers if self.cluster.tasks[w.index].role == "chief"]
+
+    def _lead(self) -> Worker:
+        """Whose status shows the run's progress: the chief of a ParameterServerStrategy cluster, else
+        the first local worker."""
+        return next((w for w in self.workers if self.cluster.tasks[w.index].role == "chief"), self.workers[0])
+
     def _stalled(self) -> Failure | None:
         """A formed cluster whose running workers all stopped reporting: a hung peer or collective
         (the processes live, so nothing else would end the wait)."""
@@ -132,7 +143,7 @@ class Launcher:
         quiet = time.monotonic() - max(self._heard.get(w.index, time.monotonic()) for w in running)
         if quiet <= self.stall_timeout:
             return None
-        names = ", ".join(f"{self._name(w)} ({w.status.get('state')}, epoch {w.status.get('epoch', '?')} step "
+        names = ", ".join(f"{self._short(w.index)} ({w.status.get('state')}, epoch {w.status.get('epoch', '?')} step "
                           f"{w.status.get('step', '?')})" for w in running)
         return Failure("failed", f"no worker reported progress for {self.stall_timeout:g} s; still running: {names}",
                        {"stalled": [w.index for w in running]})
@@ -140,25 +151,24 @@ class Launcher:
     def _joined(self, w: Worker) -> bool:
         """Its status says it joined; or, for a command that may write no status (a user's script without
         perfkit.record), its TF server listens on its port: every server up means the cluster forms."""
-        if w.status.get("state") in ("joined", "training", "done"):
+        if w.status.get("state") in ("joined", "training", "done", "serving"):
             return True
         return (not self.spawn.reports and w.proc is not None
-                and listening(w.proc.pid, self.cluster.workers[w.index].port))
+                and listening(w.proc.pid, self.cluster.tasks[w.index].port))
 
     def _not_formed(self) -> Failure:
         """Name the workers that never joined: local ones that never reached 'connecting', and every
         other worker of the cluster whose port accepts no connection (its process was never started)."""
         local = {w.index: w for w in self.workers}
         stuck = [i for i, w in local.items() if not self._joined(w) and w.status.get("state") != "connecting"]
-        others = [spec for spec in self.cluster.workers if spec.index not in local]
+        others = [spec for spec in self.cluster.tasks if spec.index not in local]
         # TF binds 0.0.0.0:port, so a local peer on one of our own ports would be answered by our worker:
         # such a peer cannot be running here, and is never joined.
-        ours = {self.cluster.workers[i].port for i in local}
+        ours = {self.cluster.tasks[i].port for i in local}
         shadowed = {s.index for s in others if is_loopback(s.address) and s.port in ours}
         probed = unreachable([s for s in others if s.index not in shadowed])
         missing = sorted(set(stuck) | shadowed | {spec.index for spec in probed})
-        names = ", ".join(f"{i} ({self.cluster.workers[i].host} {self.cluster.workers[i].endpoint})"
-                          for i in missing)
+        names = ", ".join(self._short(i) for i in missing)
         if not names:
             names = "none: every port answers, yet the cluster did not form (do all hosts use the same cluster file?)"
         return Failure("failed", f"the cluster did not form within {self.connect_timeout:g} s; workers that never "
@@ -179,6 +189,8 @@ class Launcher:
                     proc.wait(timeout=30)
                 except subprocess.TimeoutExpired:  # stuck in the kernel (D state): say so, never hang
                     log.error("worker pid %d did not exit 30 s after SIGKILL", proc.pid)
+        for w in self.workers:  # their last word (a server's "stopped") for run.json
+            w.status = self._status_file(w.index) or w.status
 
     def interrupt(self) -> None:
         # SIGINT first: a worker turns it into KeyboardInterrupt and saves what it recorded.
@@ -193,10 +205,10 @@ class Launcher:
         for w in self.workers:
             if busy.get(w.index, 0.0) > 1.0:  # a command without status shows its progress by computing
                 self._heard[w.index] = time.monotonic()
-            try:
-                w.status = json.loads((self.run.worker_dir(w.index) / "status.json").read_text())
-            except (OSError, ValueError):
+            status = self._status_file(w.index)
+            if status is None:
                 continue  # not written yet, or being replaced this instant
+            w.status = status
             if w.status.get("t_wall_ns") != self._last_seen.get(w.index):
                 self._last_seen[w.index] = w.status.get("t_wall_ns")
                 self._heard[w.index] = time.monotonic()
@@ -205,11 +217,17 @@ class Launcher:
                 self._shown[w.index] = state
                 if state == "training" and self.env and w.proc is not None and w.proc.poll() is None:
                     self.env.read_back(w.index, w.proc.pid)  # after the worker applied its own limits
-                self.observer.phase(f"worker {self._name(w)}: {state}")
+                self.observer.phase(f"{self._name(w)}: {state}")
         self._report_progress()
 
+    def _status_file(self, index: int) -> dict[str, Any] | None:
+        try:
+            return json.loads((self.run.worker_dir(index) / "status.json").read_text())
+        except (OSError, ValueError):
+            return None
+
     def _report_progress(self) -> None:
-        lead = self.workers[0].status
+        lead = self._lead().status
         if not self._progress_started and lead.get("state") == "training" and "steps_per_epoch" in lead:
             self._progress_started = True
             self.observer.training_started(int(lead["epochs"]), int(lead["steps_per_epoch"]), self._total_cpu)
@@ -242,7 +260,7 @@ class Launcher:
                    "signal": signal.Signals(-code).name if code < 0 else None, "state": first.status.get("state"),
                    "last_log_lines": self._tail(first.index), "profile": first.status.get("profile"),
                    "also_exited": [w.index for w in dead if w is not first]}
-        text = f"worker {self._name(first)} {_exit_text(code)}" + (f": {error}" if error else "")
+        text = f"{self._name(first)} {_exit_text(code)}" + (f": {error}" if error else "")
         return Failure("failed", text, details)
 
     def _tail(self, index: int, lines: int = 15) -> list[str]:
@@ -253,46 +271,24 @@ class Launcher:
         return [ln for ln in text.splitlines() if ln.strip()][-lines:]
 
     def _name(self, w: Worker) -> str:
-        spec = self.cluster.workers[w.index]
-        return f"{w.index} ({spec.host} {spec.endpoint})"
+        """``worker 1 (host endpoint)``; a parameter server or the chief by its role: ``ps 0 (...)``."""
+        return f"worker {self._short(w.index)}" if not self.cluster.is_ps else self._short(w.index)
+
+    def _short(self, index: int) -> str:
+        spec = self.cluster.tasks[index]
+        where = f"({spec.host} {spec.endpoint})"
+        return f"{index} {where}" if not self.cluster.is_ps else f"{spec.name} {where}"
 
     def worker_records(self) -> list[dict[str, Any]]:
         return [{"index": w.index, "host": w.placement.host, "pid": w.proc.pid if w.proc else None,
-                 "role": "worker", "endpoint": self.cluster.workers[w.index].endpoint,
+                 "role": self.cluster.tasks[w.index].role, "task": self.cluster.tasks[w.index].task_index,
+                 "endpoint": self.cluster.tasks[w.index].endpoint,
                  "cores": w.placement.cores, "threads": w.placement.threads,
                  "anchor_wall_ns": w.status.get("anchor_wall_ns"), "anchor_mono_ns": w.status.get("anchor_mono_ns"),
                  "exit_code": w.proc.returncode if w.proc else None, "state": w.status.get("state"),
                  "profile": w.status.get("profile"), "calibration": w.status.get("calibration"),
                  "plan": w.status.get("plan")}
                 for w in self.workers]
-
-
-def unreachable(peers: list[WorkerSpec], timeout: float = 1.0) -> list[WorkerSpec]:
-    """Peers whose port accepts no TCP connection: their worker was never started (or is gone)."""
-    out = []
-    for w in peers:
-        try:
-            with socket.create_connection((w.address, w.port), timeout=timeout):
-                pass
-        except OSError:
-            out.append(w)
-    return out
-
-
-def listening(pid: int, port: int) -> bool:
-    """Whether a TCP socket listens on ``port`` in the network namespace of process ``pid``: its
-    /proc/<pid>/net tables are that namespace's, so this sees into an emulated host's namespace too."""
-    want = f":{port:04X}"
-    for name in ("tcp", "tcp6"):
-        try:
-            lines = Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 3 and fields[1].endswith(want) and fields[3] == "0A":  # 0A: TCP_LISTEN
-                return True
-    return False
 
 
 def worker_env() -> dict[str, str]:

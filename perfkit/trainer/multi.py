@@ -47,14 +47,16 @@ class MultiOptions:
 def select_local(cluster: ClusterSpec, host: str | None, task_index: int | None) -> tuple[tuple[int, ...], str | None]:
     if host is not None and task_index is not None:
         raise UsageError("--host and --task-index: give one of them, not both")
+    tasks = cluster.tasks
     if task_index is not None:
-        if not 0 <= task_index < cluster.num_workers:
-            raise UsageError(f"--task-index: {task_index} is not a worker index 0..{cluster.num_workers - 1}")
+        if not 0 <= task_index < len(tasks):
+            what = "task (worker, ps, chief)" if cluster.is_ps else "worker"
+            raise UsageError(f"--task-index: {task_index} is not a {what} index 0..{len(tasks) - 1}")
         return (task_index,), f"w{task_index}"
     if host is not None:
         cluster.host(host)  # unknown host -> one-line error listing the hosts
-        return tuple(w.index for w in cluster.workers if w.host == host), host
-    return tuple(w.index for w in cluster.workers), None
+        return tuple(t.index for t in tasks if t.host == host), host
+    return tuple(t.index for t in tasks), None
 
 
 def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, observer: Observer | None = None,
@@ -62,7 +64,9 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
     """One multi-worker run; ``extra_meta`` goes into run.json as given (e.g. what a verification checks)."""
     observer = observer or NullObserver()
     n = opts.cluster.num_workers
-    if cfg.batch_size % n:
+    if cfg.mode.value == "ps":
+        n = 1  # each step is one worker's step on the whole global batch
+    elif cfg.batch_size % n:
         raise UsageError(f"--batch-size: the global batch {cfg.batch_size} does not divide among {n} workers")
     results_dir = Path(results_dir)
     rid = run_dir_id(run_id, opts, cfg.mode.value, cfg.label)
@@ -118,7 +122,8 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, env: HostEnv, obser
     def payload(attempt: int, profile_spec: str | None) -> dict[str, Any]:
         config = {**cfg.to_dict(), "profile_steps": profile_spec or cfg.profile_steps}
         # A backup also lets a cluster resume after TF's profiler crashed a worker (see supervise).
-        backup = opts.max_restarts > 0 or cfg.profile_steps != "off"
+        # (ParameterServerStrategy: restarts are not supported and it records no trace window.)
+        backup = cfg.mode.value == "multi" and (opts.max_restarts > 0 or cfg.profile_steps != "off")
         return {"run_id": run.meta["run_id"], "config": config, "cluster": env.cluster.to_dict(),
                 "cache_dir": str(results_dir / "datasets"), "connect_timeout": opts.connect_timeout,
                 "launcher_pid": os.getpid(), "attempt": attempt,
@@ -217,7 +222,8 @@ def _ensure_data(cfg: RunConfig, cache_dir: Path, num_workers: int) -> dict[str,
 
 def _meta(cfg: RunConfig, opts: MultiOptions, env: HostEnv, run_id: str, data_info: dict[str, Any]) -> dict[str, Any]:
     return {
-        "run_id": run_id, "mode": cfg.mode.value, "strategy": "MultiWorkerMirroredStrategy", "preset": cfg.preset,
+        "run_id": run_id, "mode": cfg.mode.value, "preset": cfg.preset,
+        "strategy": "ParameterServerStrategy" if cfg.mode.value == "ps" else "MultiWorkerMirroredStrategy",
         "config": cfg.to_dict(), **data_info, **placement_meta(opts, env)}
 
 

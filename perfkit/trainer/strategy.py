@@ -1,4 +1,5 @@
-"""Distribution strategies: the single-machine MirroredStrategy (and, later, multi-worker)."""
+"""Distribution strategies: MirroredStrategy (one machine), MultiWorkerMirroredStrategy and
+ParameterServerStrategy (a cluster from TF_CONFIG)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,21 @@ def multi_worker() -> tuple[Any, StrategyInfo]:
     strategy = t.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     devices = tuple(strategy.extended.worker_devices)
     return strategy, StrategyInfo("MultiWorkerMirroredStrategy", int(strategy.num_replicas_in_sync), devices)
+
+
+# Variables smaller than this stay whole on one parameter server: sharding a few kB costs more RPCs than
+# it spreads load (TF's own tutorial uses 256 KiB).
+MIN_SHARD_BYTES = 256 << 10
+
+
+def parameter_server(num_ps: int) -> tuple[Any, StrategyInfo]:
+    """ParameterServerStrategy from TF_CONFIG, run by the chief; with several parameter servers, each
+    variable is sharded over up to ``num_ps`` of them. Connecting waits for every server: callers run it
+    under the launcher's connect timeout."""
+    t = tf()
+    resolver = t.distribute.cluster_resolver.TFConfigClusterResolver()
+    partitioner = (t.distribute.experimental.partitioners.MinSizePartitioner(
+        min_shard_bytes=MIN_SHARD_BYTES, max_shards=num_ps) if num_ps > 1 else None)
+    strategy = t.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
+    return strategy, StrategyInfo("ParameterServerStrategy", int(strategy.num_replicas_in_sync),
+                                  tuple(strategy.extended.worker_devices))

@@ -64,9 +64,12 @@ def worker_log(path: Path) -> Iterator[None]:
 def fit(cfg: RunConfig, workload: Any, strategy: Any, steplog: StepLog, observer: Observer,
         cpu: Callable[[], float | None], num_workers: int = 1, on_plan: Callable[[FitPlan], None] | None = None,
         backup_dir: Path | None = None, instruments: Instruments | None = None,
-        after_fit: Callable[[Any], None] | None = None) -> FitPlan:
+        after_fit: Callable[[Any], None] | None = None,
+        on_model: Callable[[Any, FitPlan], list[Any]] | None = None) -> FitPlan:
     """Train ``workload`` for ``cfg.epochs`` epochs; every step and epoch lands in ``steplog`` as it happens.
-    ``after_fit`` gets the trained model (a cluster's workers calibrate their all-reduce with it)."""
+    ``after_fit`` gets the trained model (a cluster's workers calibrate their all-reduce with it).
+    ``on_model`` instruments the built model and returns callbacks that run before the step recorder's;
+    given one, the recorder times epochs only (ParameterServerStrategy: the chief's steps run elsewhere)."""
     local_batch = cfg.batch_size // num_workers
     # Steps are counted on the global batch so every worker runs the same number (MWMS requires it).
     n_train, n_eval = workload.samples()
@@ -84,7 +87,9 @@ def fit(cfg: RunConfig, workload: Any, strategy: Any, steplog: StepLog, observer
     if on_plan is not None:
         on_plan(plan)
     observer.training_started(cfg.epochs, steps, cpu)
-    callbacks = [keras_callback(steplog, on_step=observer.step, on_epoch=_epoch_hook(observer))]
+    first = on_model(model, plan) if on_model is not None else []
+    callbacks = [*first, keras_callback(steplog, on_step=observer.step, on_epoch=_epoch_hook(observer),
+                                        batches=on_model is None)]
     capture = _add_instruments(callbacks, cfg, plan, instruments or Instruments())
     if backup_dir is not None:
         from perfkit._tf import keras

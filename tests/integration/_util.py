@@ -60,6 +60,14 @@ def worker_processes() -> list[psutil.Process]:
     return out
 
 
+def assert_no_orphans(grace: float = 10) -> None:
+    """No worker_main process (worker, parameter server or chief) is left running after ``grace`` s."""
+    deadline = time.monotonic() + grace
+    while worker_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not worker_processes(), "worker processes were left running"
+
+
 def traces(run: Path) -> Any:
     """The run's parsed traces, as ``perfkit analyze`` reads them (parsed now, or from the cache)."""
     from perfkit.analysis.traces import load_traces

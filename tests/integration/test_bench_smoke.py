@@ -191,3 +191,11 @@ def test_unknown_benchmark_is_a_one_line_usage_error() -> None:
 def test_python_m_bench_lists_the_benchmarks() -> None:
     proc = subprocess.run([sys.executable, "-m", "perfkit.bench"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "multiworker" in proc.stdout
+
+
+def test_ps_clock_smoke(tmp_path: Path) -> None:
+    r = smoke("ps-clock", tmp_path)["results"]
+    for arm in ("clock", "no clock"):
+        positive(r[arm]["steady_epoch_s"])
+    assert 0.3 < positive(r["ratio"]["steady_epoch"]) < 5
+    assert r["meets_target"] in (True, False)

@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 from perfkit.profiler.trace import CRASH_IN_STOP_ENV
-from tests.integration._util import (PERFKIT, meta, only_run, perfkit, require_every_trace, start, wait_for_status,
-                                     worker_processes)
+from tests.integration._util import (PERFKIT, assert_no_orphans, meta, only_run, perfkit, require_every_trace, start,
+                                     wait_for_status, worker_processes)
 
 pytestmark = pytest.mark.integration
 
@@ -22,10 +22,7 @@ TINY = ("--preset", "tiny", "--sample-interval", "0.25", "--connect-timeout", "9
 
 
 def _assert_no_orphans() -> None:
-    deadline = time.monotonic() + 10
-    while worker_processes() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not worker_processes(), "worker processes were left running"
+    assert_no_orphans()
 
 
 def test_two_local_workers_record_every_step(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from perfkit.recorder import Context, check_keras, record
 from perfkit.results import RunDir
 from perfkit.trainer.command import UserCommand
 from perfkit.trainer.cpubudget import Placement
-from perfkit.trainer.launcher import listening
+from perfkit.trainer.probe import listening
 
 
 def test_tf_config_with_a_chief_puts_the_chief_first_and_needs_one_run_id(monkeypatch: pytest.MonkeyPatch) -> None:
