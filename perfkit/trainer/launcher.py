@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from perfkit.cluster import ClusterSpec, is_loopback
-from perfkit.errors import RunFailed, RunInterrupted
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.results import RunDir, write_json
 from perfkit.trainer.cpubudget import Placement
@@ -84,6 +83,7 @@ class Launcher:
         self._shown: dict[int, str] = {}
         self._progress_started = False
         self._epochs_shown = 0
+        self._chief_seen, self._probed = False, 0.0  # a part of a ps cluster without its chief
 
     # -- one attempt -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -110,7 +110,7 @@ class Launcher:
             failure = self._dead_worker()
             if failure is not None:
                 return failure
-            if all(w.proc is not None and w.proc.poll() == 0 for w in self._finishing()):
+            if self._finished():
                 return None
             if deadline and all(self._joined(w) for w in self.workers):
                 deadline = 0.0
@@ -129,6 +129,19 @@ class Launcher:
             return self.workers
         return [w for w in self.workers if self.cluster.tasks[w.index].role == "chief"]
 
+    def _finished(self) -> bool:
+        mine = self._finishing()
+        if mine:
+            return all(w.proc is not None and w.proc.poll() == 0 for w in mine)
+        # A host of a ps cluster that runs only servers: done once the chief, seen up, is gone.
+        chief = self.cluster.chief
+        if chief is None or time.monotonic() - self._probed < 2.0:
+            return False
+        self._probed = time.monotonic()
+        up = not unreachable([chief], timeout=1.0)
+        self._chief_seen = self._chief_seen or up
+        return self._chief_seen and not up
+
     def _lead(self) -> Worker:
         """Whose status shows the run's progress: the chief of a ParameterServerStrategy cluster, else
         the first local worker."""
@@ -138,6 +151,8 @@ class Launcher:
         """A formed cluster whose running workers all stopped reporting: a hung peer or collective
         (the processes live, so nothing else would end the wait)."""
         running = [w for w in self.workers if w.proc is not None and w.proc.poll() is None]
+        if self.cluster.is_ps:  # servers never report progress: only the chief does, where it runs
+            running = [w for w in running if self.cluster.tasks[w.index].role == "chief"]
         if not running:
             return None
         quiet = time.monotonic() - max(self._heard.get(w.index, time.monotonic()) for w in running)
@@ -316,79 +331,6 @@ def _exit_text(code: int) -> str:
     if code < 0:
         return f"was killed by {signal.Signals(-code).name}"
     return f"exited with code {code}"
-
-
-def profiler_crash(failure: Failure) -> bool:
-    """A worker killed by a signal while its TF profiler capture was starting or stopping.
-
-    TF 2.21's TraceMeRecorder can corrupt memory when a capture stops while MultiWorkerMirroredStrategy's
-    threads are recording (SIGSEGV/SIGABRT in TraceMeRecorder::Stop, seen in a few runs in ten on a loaded
-    2-core machine); it is never perfkit's training that failed.
-    """
-    state = (failure.details.get("profile") or {}).get("status")
-    return bool(failure.details.get("signal")) and state in ("starting", "capturing", "stopping")
-
-
-def supervise(launcher: Launcher, max_restarts: int, write_launch: Any, recover_profiler: bool = False,
-              profile_retries: int = 0) -> tuple[Failure | None, list[dict[str, Any]]]:
-    """Run attempts until success, a failure with no restarts left, or Ctrl-C.
-
-    With ``recover_profiler``, a worker killed inside a profiler capture (TF's own crash,
-    docs/tf-profiler-crash.md) costs a restart that does not count against ``max_restarts``: the cluster
-    resumes from the last completed epoch and, while ``profile_retries`` last, traces the window again
-    (moved to a later epoch if the resumed run has passed it); after that it resumes without profiling.
-    ``write_launch(attempt, spec)`` gets the window of each attempt: None (as configured), "A-B" or "off".
-    """
-    restarts: list[dict[str, Any]] = []
-    attempt, spec, used, retries = 0, None, 0, profile_retries
-    while True:
-        write_launch(attempt, spec)
-        launcher.start()
-        try:
-            failure = launcher.wait()
-        except KeyboardInterrupt:
-            launcher.interrupt()
-            return Failure("interrupted", "interrupted by the user (Ctrl-C)", {}), restarts
-        if failure is None:
-            return None, restarts
-        launcher.stop()
-        crash = recover_profiler and spec != "off" and profiler_crash(failure)
-        if (not crash and used >= max_restarts) or "missing" in failure.details:
-            return failure, restarts
-        attempt += 1
-        used += 0 if crash else 1
-        if crash:
-            spec, retries = _retry_spec(launcher, failure, retries)
-        restarts.append({"attempt": attempt, "after": failure.message, "t_wall_ns": time.time_ns(),
-                         "profiler_crash": crash, "profile_steps": spec,
-                         "profiles": {str(w["index"]): w["profile"] for w in launcher.worker_records()}})
-        why = (f"inside TensorFlow's profiler; tracing steps {spec} again" if crash and spec != "off" else
-               "inside TensorFlow's profiler; resuming without profiling" if crash else
-               f"restart {used} of {max_restarts}")
-        launcher.observer.phase(f"restarting the cluster ({why}): {failure.message}")
-
-
-def _retry_spec(launcher: Launcher, failure: Failure, retries: int) -> tuple[str, int]:
-    """The window the resumed cluster traces after a profiler crash, and the retries left; "off" when
-    none are left or no epoch is left for the window."""
-    from perfkit.profiler.trace import Window, later_window
-
-    window = (failure.details.get("profile") or {}).get("window") or {}
-    statuses = [w.status for w in launcher.workers]
-    spe, epochs = statuses[0].get("steps_per_epoch"), statuses[0].get("epochs")
-    if retries <= 0 or not window or not spe or not epochs:
-        return "off", 0
-    done = min(int(st.get("epochs_done", 0)) for st in statuses) * int(spe)
-    later = later_window(Window(int(window["first"]), int(window["last"])), done, int(spe), int(epochs))
-    return (f"{later.first}-{later.last}", retries - 1) if later else ("off", 0)
-
-
-def raise_for(failure: Failure | None, run: RunDir) -> None:
-    if failure is None:
-        return
-    if failure.status == "interrupted":
-        raise RunInterrupted(f"run {run.path.name} interrupted; what was recorded is kept in {run.path}")
-    raise RunFailed(f"run {run.path.name} failed: {failure.message} (logs in {run.path / 'workers'})")
 
 
 def write_launch_file(run: RunDir, payload: dict[str, Any]) -> None:

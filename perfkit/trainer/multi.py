@@ -25,7 +25,8 @@ from perfkit.profiler.traces import finish_traces
 from perfkit.results import RunDir, new_run_id
 from perfkit.trainer.events import NullObserver, Observer
 from perfkit.trainer.hostenv import HostEnv
-from perfkit.trainer.launcher import Failure, Launcher, raise_for, supervise, write_launch_file
+from perfkit.trainer.launcher import Failure, Launcher, write_launch_file
+from perfkit.trainer.supervise import raise_for, supervise
 
 log = logging.getLogger(__name__)
 

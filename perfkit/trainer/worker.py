@@ -118,7 +118,7 @@ def _add_instruments(callbacks: list[Any], cfg: RunConfig, plan: FitPlan,
     if window is None or instruments.capture is None:
         return None
     # One process alone may try a failed capture again in a later epoch; the workers of a cluster must
-    # trace the same steps, so there the launcher retries them all together (trainer.launcher.supervise).
+    # trace the same steps, so there the launcher retries them all together (trainer.supervise.supervise).
     retries = cfg.profile_retries if cfg.mode.value == "single" else 0
     capture = trace.tf_capture(window, instruments.capture, instruments.on_capture, retries,
                                plan.steps_per_epoch, cfg.epochs)

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -38,17 +39,19 @@ class Status:
         self.index = index
         self.path, self._state = path, {"index": index, "pid": os.getpid(), "state": "starting"}
         self._last = 0.0
+        self._lock = threading.Lock()  # a ps chief's progress thread writes too
         self.write()
 
     def write(self, force: bool = True, **fields: Any) -> None:
-        self._state.update(fields, t_wall_ns=time.time_ns())
-        now = time.monotonic()
-        if force or now - self._last >= 0.5:
-            self._last = now
-            try:
-                write_json(self.path, self._state)
-            except OSError as exc:  # a status file is a courtesy; training goes on without it
-                log.warning("could not write %s: %s", self.path, exc)
+        with self._lock:
+            self._state.update(fields, t_wall_ns=time.time_ns())
+            now = time.monotonic()
+            if force or now - self._last >= 0.5:
+                self._last = now
+                try:
+                    write_json(self.path, self._state)
+                except OSError as exc:  # a status file is a courtesy; training goes on without it
+                    log.warning("could not write %s: %s", self.path, exc)
 
 
 def apply_cpu_limits(threads: int | None, cores: list[int] | None, min_inter_op: int = 1) -> None:

@@ -11,7 +11,8 @@ from perfkit.profiler.sampler import Sampler
 from perfkit.results import RunDir
 from perfkit.trainer.cpubudget import Placement
 from perfkit.trainer.events import NullObserver
-from perfkit.trainer.launcher import Failure, Launcher, profiler_crash, supervise
+from perfkit.trainer.launcher import Failure, Launcher
+from perfkit.trainer.supervise import profiler_crash, supervise
 
 
 class FakeProc:
