@@ -118,6 +118,7 @@ class ClusterRecord:
     num_workers: int | None = None
     hosts: tuple[dict[str, Any], ...] = ()
     workers: tuple[dict[str, Any], ...] = ()
+    tasks: tuple[dict[str, Any], ...] = ()  # every process with its role and task (runs before ps mode: none)
     local_workers: tuple[int, ...] = ()
     emulated: bool = False
     cpu_budget: dict[str, Any] = field(default_factory=dict)
@@ -128,7 +129,7 @@ class ClusterRecord:
     def parse(cls, d: Any, where: str) -> ClusterRecord:
         if not isinstance(d, dict):
             return cls()
-        lists = {k: tuple(_field(d, k, list, where) or ()) for k in ("hosts", "workers", "local_workers")}
+        lists = {k: tuple(_field(d, k, list, where) or ()) for k in ("hosts", "workers", "tasks", "local_workers")}
         known = {"num_workers", "emulated", "cpu_budget", "declared", *lists}
         return cls(num_workers=_field(d, "num_workers", int, where), emulated=bool(_field(d, "emulated", bool, where)),
                    cpu_budget=_mapping(d, "cpu_budget", where), declared=_field(d, "declared", dict, where), **lists,
@@ -140,8 +141,8 @@ class ClusterRecord:
 
     def host_of(self) -> dict[int, str]:
         """Task index -> host: every worker, and under ParameterServerStrategy its servers and chief too."""
-        tasks = self.extra.get("tasks") if isinstance(self.extra.get("tasks"), list) else self.workers
-        return {int(w["index"]): str(w.get("host")) for w in tasks if isinstance(w, dict) and "index" in w}
+        return {int(w["index"]): str(w.get("host")) for w in self.tasks or self.workers
+                if isinstance(w, dict) and "index" in w}
 
 
 # Top-level keys with a type; everything else a writer puts in run.json is carried in ``extra``.

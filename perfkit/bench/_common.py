@@ -264,6 +264,15 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], right:
     return "\n".join(lines)
 
 
+VERDICT_WORD = {True: "meets", False: "misses", None: "not measured"}  # a Report's meets_target, in words
+
+
+def ratio_sentence(what: str, ratio: dict[str, Any], meets: bool | None, target: float) -> str:
+    """``Steady epoch-time ratio 0.993 (meets the target <= 1.03); median (min–max) over repeats.``"""
+    return (f"{what} ratio {fmt(ratio['median'], '.3f')} ({VERDICT_WORD[meets]} the target <= {target}); "
+            "median (min–max) over repeats.")
+
+
 def heading(report: Report) -> str:
     return (f"**{report.name}** ({report.started[:10]}; {describe_machine(report.machine)}; "
             f"preset {report.params.get('preset', '-')}, {report.params.get('repeats', '-')} repeat(s))")

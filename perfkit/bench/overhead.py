@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 
-from perfkit.bench._common import (Report, conclude, finish_args, fmt, fmt_range, heading, interleave, make_parser,
-                           markdown_table, progress, ratios)
+from perfkit.bench._common import (Report, conclude, finish_args, fmt_range, heading, interleave, make_parser,
+                                   markdown_table, progress, ratio_sentence, ratios)
 from perfkit.bench._runs import Training, perfkit_run, runs_dir, script_run, training_summary
 from perfkit.config import get_preset
 from perfkit.profiler.trace import AUTO_LENGTH
@@ -70,13 +70,11 @@ def table(report: Report) -> str:
          fmt_range(r[arm]["wall_s"], ".1f")] for arm in ("bare", "instrumented")
     ]
     ratio = r["ratio"]["steady_epoch_wall"]
-    verdict = {True: "meets", False: "misses", None: "not measured"}[r["meets_target"]]
     rows.append(["instrumented / bare", fmt_range(ratio, ".3f"), fmt_range(r["ratio"]["steady_samples_per_s"], ".3f"),
                  fmt_range(r["ratio"]["process_wall"], ".3f")])
     head = ["side", "steady epoch s (begin to end)", "samples/s", "whole command s"]
     return (f"{heading(report)}\n\n{markdown_table(head, rows, right=(1, 2, 3))}\n\n"
-            f"Steady epoch-time ratio {fmt(ratio['median'], '.3f')} ({verdict} the target <= {TARGET_RATIO}); "
-            "median (min–max) over repeats.")
+            + ratio_sentence("Steady epoch-time", ratio, r["meets_target"], TARGET_RATIO))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 
-from perfkit.bench._common import (Report, conclude, finish_args, fmt, fmt_range, heading, interleave, make_parser,
-                                   markdown_table, progress, ratios)
+from perfkit.bench._common import (Report, conclude, finish_args, fmt_range, heading, interleave, make_parser,
+                                   markdown_table, progress, ratio_sentence, ratios)
 from perfkit.bench._runs import Training, perfkit_run, runs_dir, training_summary
 from perfkit.trainer.ps import CLOCK_ENV
 
@@ -49,10 +49,8 @@ def table(report: Report) -> str:
             for arm in ("clock", "no clock")]
     ratio = r["ratio"]["steady_epoch"]
     rows.append(["clock / no clock", fmt_range(ratio, ".3f"), ""])
-    verdict = {True: "meets", False: "misses", None: "not measured"}[r["meets_target"]]
     return (f"{heading(report)}\n\n{markdown_table(['side', 'steady epoch s', 'whole command s'], rows, right=(1, 2))}"
-            f"\n\nSteady epoch-time ratio {fmt(ratio['median'], '.3f')} ({verdict} the target <= {TARGET_RATIO}); "
-            "median (min–max) over repeats.")
+            "\n\n" + ratio_sentence("Steady epoch-time", ratio, r["meets_target"], TARGET_RATIO))
 
 
 def main(argv: list[str] | None = None) -> int:

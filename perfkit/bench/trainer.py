@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from perfkit.bench._common import (Report, conclude, env_with_repo, finish_args, fmt, fmt_range, heading, interleave,
-                           make_parser, markdown_table, progress, ratios, run_measured, stats)
+                           make_parser, markdown_table, progress, ratios, run_measured, stats, VERDICT_WORD)
 from perfkit.bench._runs import perfkit_run, runs_dir, script_json, script_run, training_summary
 from perfkit.bench.flops import forward_flops_per_sample, train_flops_per_sample
 
@@ -93,7 +93,7 @@ def table(report: Report) -> str:
     mm = fl["matmul"]
     peak = (f"{fmt((mm.get('flop_per_s') or math.nan) / 1e9, '.1f')} GFLOP/s "
             f"({mm.get('size', '?')}^2 float32 matmul, best of {mm.get('repeats', '?')})")
-    verdict = {True: "meets", False: "misses", None: "not measured"}
+    verdict = VERDICT_WORD
     return (f"{heading(report)}\n\n{markdown_table(head, rows, right=(1, 2, 3, 4, 5))}\n\n"
             f"Samples/s ratio {fmt(ratio['median'], '.3f')}: {verdict[r['meets_target']]} the target >= "
             f"{TARGET_RATIO}, {verdict[r['meets_stretch']]} the stretch >= {STRETCH_RATIO}. Model: "

@@ -125,16 +125,8 @@ def _cluster_runs(cfgs: dict[str, RunConfig], workers: int | None, cluster: Path
     for m in ("multi", "ps"):
         if m not in cfgs:
             continue
-        if m == "multi" and cluster is not None:
-            from perfkit.cluster import load_cluster
-
-            spec = load_cluster(cluster)
-            o = multi_options(None, cluster, None, None, False, pin, connect_timeout, 0, mode=Mode.ps) \
-                if spec.is_ps else multi_options(None, cluster, None, None, False, pin, connect_timeout, 0)
-            o = replace(o, cluster=o.cluster.workers_only(), local_workers=tuple(range(o.cluster.num_workers)))
-        else:
-            o = multi_options(n, cluster, None, None, False, pin, connect_timeout, 0, mode=Mode(m),
-                              ps=ps if m == "ps" else None)
+        o = multi_options(n, cluster, None, None, False, pin, connect_timeout, 0, mode=Mode(m),
+                          ps=ps if m == "ps" else None, workers_only=m == "multi")
         if m == "multi" and cfgs[m].batch_size % o.cluster.num_workers:
             raise UsageError(f"--workers: the global batch {cfgs[m].batch_size} does not divide among "
                              f"{o.cluster.num_workers} workers")

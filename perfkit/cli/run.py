@@ -142,8 +142,9 @@ def ps_config(cfg: RunConfig, profile_steps: str, max_restarts: int) -> RunConfi
 def multi_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
                    emulate: bool, pin: bool, connect_timeout: float, max_restarts: int,
                    cluster_from: str | None = None, base_port: int | None = None, mode: Mode = Mode.multi,
-                   ps: int | None = None) -> MultiOptions:
-    """The cluster of a multi or ps run, checked against the strategy."""
+                   ps: int | None = None, workers_only: bool = False) -> MultiOptions:
+    """The cluster of a multi or ps run, checked against the strategy; ``workers_only``: a ps cluster file's
+    hosts without their parameter servers and chief (compare's synchronous run on the same file)."""
     from perfkit.cluster import check_mode
     from perfkit.trainer.cpubudget import available_cores
 
@@ -154,14 +155,15 @@ def multi_options(workers: int | None, cluster: Path | None, host: str | None, t
     if ps is not None and ps < 1:
         raise UsageError("--ps: must be at least 1")
     opts = _cluster_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
-                            cluster_from, base_port, (ps or 1) if mode is Mode.ps else 0)
+                            cluster_from, base_port, (ps or 1) if mode is Mode.ps else 0, workers_only)
     check_mode(opts.cluster, mode.value, cores=float(len(available_cores())) if opts.emulate else None)
     return opts
 
 
 def _cluster_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
                      emulate: bool, pin: bool, connect_timeout: float, max_restarts: int,
-                     cluster_from: str | None, base_port: int | None, ps: int) -> MultiOptions:
+                     cluster_from: str | None, base_port: int | None, ps: int,
+                     workers_only: bool = False) -> MultiOptions:
     import os
 
     from perfkit import schedulers
@@ -195,6 +197,7 @@ def _cluster_options(workers: int | None, cluster: Path | None, host: str | None
         return MultiOptions(spec, tuple(t.index for t in spec.tasks), None, False, pin, connect_timeout,
                             max_restarts)
     spec = load_cluster(cluster)
+    spec = spec.workers_only() if workers_only else spec
     local, part = select_local(spec, host, task_index)
     emulated = emulate or (part is None and spec.is_local())
     return MultiOptions(spec, local, part, emulated, pin, connect_timeout, max_restarts)

@@ -127,15 +127,12 @@ class StepClock:
     def _mono(self, wall_s: float) -> int:
         return self.anchor.mono_ns + (int(round(float(wall_s) * 1e9)) - self.anchor.wall_ns)
 
-    def saver(self, run_dir: Path, attempt: int) -> Callable[[], None]:
+    def save(self, run_dir: Path, attempt: int) -> None:
         """Each worker's steps into its own ``workers/<i>/steps.parquet``, as a MWMS worker saves its own."""
-        def save() -> None:
-            for i, steplog in enumerate(self.logs):
-                wdir = run_dir / "workers" / str(i)
-                wdir.mkdir(parents=True, exist_ok=True)
-                write_parquet(wdir / "steps.parquet", steplog.steps_frame().assign(attempt=attempt))
-
-        return save
+        for i, steplog in enumerate(self.logs):
+            wdir = run_dir / "workers" / str(i)
+            wdir.mkdir(parents=True, exist_ok=True)
+            write_parquet(wdir / "steps.parquet", steplog.steps_frame().assign(attempt=attempt))
 
     def callback(self, on_epoch: Callable[[int, list[int]], None]) -> Any:
         """The epoch-end reader (no batch hooks: ParameterServerStrategy refuses them)."""
@@ -184,11 +181,12 @@ def train_chief(run_dir: Path, cfg: Any, cluster: ClusterSpec, launch: dict[str,
     strategy, info = parameter_server(cluster.num_ps)
     status.write(state="joined", replicas=cluster.num_workers, strategy=info.name)
     attempt = int(launch.get("attempt", 0))
-    holder: dict[str, Any] = {}
+    clocks: list[StepClock] = []  # the one StepClock, once the model is built
+    stop = threading.Event()
 
-    def both() -> None:
-        if "clock" in holder:
-            holder["clock"].saver(run_dir, attempt)()
+    def save_all() -> None:
+        for clock in clocks:
+            clock.save(run_dir, attempt)
         save()
 
     def on_model(model: Any, plan: Any) -> list[Any]:
@@ -197,13 +195,12 @@ def train_chief(run_dir: Path, cfg: Any, cluster: ClusterSpec, launch: dict[str,
             return []
         clock = StepClock(strategy, cluster.num_workers, plan.steps_per_epoch, cfg.batch_size, steplog.anchor)
         clock.wrap(model)
-        holder["clock"] = clock
-        holder["thread"] = progress(clock, status, holder["stop"])
+        clocks.append(clock)
+        progress(clock, status, stop)
         return [clock.callback(lambda epoch, counts: status.write(steps_per_worker=counts))]
 
-    holder["stop"] = threading.Event()
     try:
-        fit(cfg, workload, strategy, steplog, StatusObserver(status, both), cpu=lambda: None, num_workers=1,
+        fit(cfg, workload, strategy, steplog, StatusObserver(status, save_all), cpu=lambda: None, num_workers=1,
             on_model=on_model, instruments=Instruments(scalars_dir=run_dir / "tensorboard" / "chief"))
     finally:
-        holder["stop"].set()
+        stop.set()
