@@ -112,7 +112,7 @@ class Launcher:
                 return failure
             if self._finished():
                 return None
-            if deadline and all(self._joined(w) for w in self.workers):
+            if deadline and all(self._joined(w) for w in self.workers) and self._chief_up():
                 deadline = 0.0
             if deadline and time.monotonic() > deadline:
                 return self._not_formed()
@@ -128,6 +128,11 @@ class Launcher:
         if not self.cluster.is_ps:
             return self.workers
         return [w for w in self.workers if self.cluster.tasks[w.index].role == "chief"]
+
+    def _chief_up(self) -> bool:
+        """A host that runs only servers of a ps cluster has formed once its remote chief answered
+        (``_finished`` probes it); any other has nothing more to wait for."""
+        return not self.cluster.is_ps or bool(self._finishing()) or self._chief_seen
 
     def _finished(self) -> bool:
         mine = self._finishing()

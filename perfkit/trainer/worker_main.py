@@ -54,7 +54,7 @@ class Status:
                     log.warning("could not write %s: %s", self.path, exc)
 
 
-def apply_cpu_limits(threads: int | None, cores: list[int] | None, min_inter_op: int = 1) -> None:
+def apply_cpu_limits(threads: int | None, cores: list[int] | None) -> None:
     """Pin this process (and every thread TF starts later) and cap TF's thread pools."""
     if cores:
         try:
@@ -66,7 +66,7 @@ def apply_cpu_limits(threads: int | None, cores: list[int] | None, min_inter_op:
 
         t = tf()
         t.config.threading.set_intra_op_parallelism_threads(threads)
-        t.config.threading.set_inter_op_parallelism_threads(max(min_inter_op, min(2, threads)))
+        t.config.threading.set_inter_op_parallelism_threads(max(1, min(2, threads)))
 
 
 class StatusObserver:
@@ -132,18 +132,17 @@ def run_worker(run_dir: Path, index: int) -> int:
     wdir.mkdir(parents=True, exist_ok=True)
     status = Status(wdir / "status.json", index)
     die_with_launcher(launch.get("launcher_pid"))
-    # A ParameterServerStrategy server with one inter-op thread deadlocks on its first step (it runs the
-    # step and serves the chief's and the other tasks' requests from that pool).
-    apply_cpu_limits(me.get("threads"), me.get("cores"), 2 if cluster.is_ps else 1)
+    apply_cpu_limits(me.get("threads"), me.get("cores"))
     os.environ["TF_CONFIG"] = json.dumps(cluster.tf_config(index))
     role = cluster.tasks[index].role
     # Under ParameterServerStrategy a step is one worker's step on the whole global batch.
     steplog = StepLog(samples_per_step=cfg.batch_size // (1 if cluster.is_ps else cluster.num_workers))
     save = open_part(status, wdir, steplog, me["host"], int(launch.get("attempt", 0)))
-    if cluster.is_ps and role != "chief":
+    server = cluster.is_ps and role != "chief"
+    if server:
         save = _nothing  # a server records no table: the chief writes its workers' steps
     try:
-        if cluster.is_ps and role != "chief":
+        if server:
             from perfkit.trainer.ps import serve
 
             serve(cluster, index, status)  # until the launcher stops it

@@ -129,3 +129,15 @@ def test_bad_ps_clusters_are_one_line_errors(tmp_path: Path, hosts: str, args: t
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").glob("*/run.json"))
+
+
+def test_a_host_that_runs_only_servers_waits_for_its_chief_with_a_timeout_that_names_it(tmp_path: Path) -> None:
+    cluster = tmp_path / "two.toml"
+    cluster.write_text('[[hosts]]\nname = "a"\naddress = "127.0.0.1"\ncores = 1\nworkers = 1\nps = 1\nchief = true\n'
+                       'base_port = 23400\n[[hosts]]\nname = "b"\naddress = "127.0.0.2"\ncores = 1\nworkers = 1\n'
+                       'base_port = 23500\n')
+    proc = perfkit("run", "--mode", "ps", "--cluster", str(cluster), "--host", "b", "--run-id", "lone", "--preset",
+                   "tiny", "--connect-timeout", "10", "--results-dir", str(tmp_path / "r"), "--quiet")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "did not form within 10 s" in proc.stderr and "chief (a 127.0.0.1:23402)" in proc.stderr, proc.stderr
+    assert_no_orphans()
