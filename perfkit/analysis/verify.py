@@ -58,6 +58,18 @@ def _cluster_toml(meta: RunMeta, budgets: dict[str, float], workers: dict[str, i
     return "".join(out)
 
 
+def verification_window(steps: pd.DataFrame) -> str:
+    """The trace window a verification run gets (``steps``: the predicted run's step records): the last
+    10 steps of the first epoch, which steady figures leave out. A prediction is of an untraced steady
+    epoch (the trace's own cost taken out), so the epochs it is measured against must hold no window;
+    the window still times the verification's compute per step, for ``compute_measured_s``."""
+    first = steps[steps["epoch"] == steps["epoch"].min()] if not steps.empty else steps
+    per_epoch = int(first.groupby("worker").size().min()) if not first.empty else 0
+    if per_epoch < 3:
+        return "off"
+    return f"{max(2, per_epoch - 10)}-{per_epoch - 1}"
+
+
 def proposed_workers(row: Any) -> dict[str, int]:
     """The placement what-if's workers per host, from the analysis row ("a:b" hosts, "4:0" workers)."""
     return dict(zip(str(row.placement_hosts).split(":"), map(int, str(row.placement_proposed).split(":"))))

@@ -22,7 +22,8 @@ worker's median busy time:
   balanced run's own transfer within 10 ms on every cluster of bench whatif.
 
 The steady epoch is then ``steps_per_epoch * mean_s step'(s)`` (steps more than 5 MADs above the median
-left out) plus the epoch's time outside steps (as measured, median over steady epochs) plus validation.
+left out) plus the epoch's time outside steps (as measured, median over the steady epochs that hold no
+trace window, where the run has one) plus validation (from the same epochs).
 Validation is synchronous too and waits for the slowest worker: it is scaled by m x the median jitter /
 the slowest worker's median busy. The interval is the 95% interval of the mean step, from the step-to-step
 spread. The placement what-if is the same model at the compute time of the proposed placement's slowest
@@ -128,8 +129,17 @@ class StepModel:
     cal: float | None
     steps_per_epoch: int
     outside: float
-    val_now: float  # median validation time of the steady epochs
+    val_now: float  # median validation time of the steady epochs (``untraced_steady``)
     source: str
+    epochs_used: tuple[int, ...] = ()  # the epochs val_now and outside come from
+    window_left_out: bool = False  # whether the trace window's epoch was left out of them
+
+    @property
+    def epochs_note(self) -> str:
+        if not self.window_left_out:
+            return ""
+        return (f" (validation and time outside steps from epoch {', '.join(map(str, self.epochs_used))}: "
+                f"the trace window's epoch left out)")
 
     @property
     def slowest(self) -> float:
@@ -159,13 +169,15 @@ class StepModel:
                                                        inp=("input_s", "median"))
         own = float(per["transfer"].median())
         cal = calibrated_transfer(record.run, split)
-        steady = epochs.iloc[1:] if len(epochs) > 1 else epochs
+        steady = untraced_steady(epochs, split)
         steps = final_attempt(record.steps)  # once: the three below read the same records
         lead = steps[steps["worker"] == steps["worker"].min()]
         return cls(jitter=per["jitter"].fillna(1.0), inp=per["inp"].fillna(0.0), busy_w=own_busy,
                    r=trace_factor(steps, split), transfer=min(own, cal) if cal is not None else own, own=own, cal=cal,
                    steps_per_epoch=_steps_per_epoch(lead), outside=_outside_steps(lead, steady),
-                   val_now=float(steady["val_s"].median()), source=split.source)
+                   val_now=float(steady["val_s"].median()), source=split.source,
+                   epochs_used=tuple(int(e) for e in steady["epoch"]),
+                   window_left_out=len(steady) < max(1, len(epochs) - 1))
 
     def predict(self, level: float) -> Prediction:
         """Every worker computing ``level`` seconds per step at its median, with its own step-to-step
@@ -200,6 +212,18 @@ def placement_row(model: StepModel, proposed_s: float) -> dict[str, Any]:
             "placement_assumptions": _assumptions(model, "each host's measured throughput (workers / their median "
                                                   f"compute) shared by the workers placed on it, {proposed_s * 1e3:.0f} "
                                                   "ms on the slowest")}
+
+
+def untraced_steady(epochs: pd.DataFrame, split: StepSplit) -> pd.DataFrame:
+    """The steady epochs (after the first) without the trace window's, where any are left: the epoch that
+    holds the window pays the profiler's own cost outside its steps too (writing the capture; validation
+    after it took up to 1.8x the next epoch's in bench whatif), which ``r`` does not take out."""
+    steady = epochs.iloc[1:] if len(epochs) > 1 else epochs
+    if split.source != "trace" or split.steps.empty:
+        return steady
+    traced = set((split.steps["epoch"].astype(int) + 1).unique())  # step records count epochs from 0
+    clean = steady[~steady["epoch"].astype(int).isin(traced)]
+    return clean if not clean.empty else steady
 
 
 def _without_outliers(pred: pd.Series) -> pd.Series:
@@ -250,4 +274,4 @@ def _assumptions(m: StepModel, who: str) -> str:
              else "busy and input from CPU-second estimates")
     return (f"{who}, keeping its own step-to-step variation (a step "
             f"waits for the slowest: x{float(m.jitter.median()):.3f} at the median step); {split}; {transfer}; "
-            f"validation scaled like a step; time outside steps as measured")
+            f"validation scaled like a step; time outside steps as measured{m.epochs_note}")

@@ -5,10 +5,13 @@ For each unequal emulated cluster (default: 2 workers at 1.5/0.5 and 1.2/0.8 cor
 ``perfkit run --mode multi`` with the default trace window; ``perfkit analyze``'s predictions (the steady
 epoch with every worker at the median worker's speed and the budgets that would realise it; where the
 placement what-if moves a worker, the steady epoch with the proposed workers per host); then each
-configuration run the same way, and predicted against measured, one row per what-if. Target: |error|
-<= 10% on every row, median <= 5%.
+configuration run the same way (its trace window moved into the first epoch, which steady figures leave
+out: the prediction is of an untraced epoch), and predicted against measured. A row is one cluster's
+what-if over the repeats: the median predicted against the median measured (one pair of runs cannot test
+a 10% claim where the same configuration run again differs by more than that; each row gives that spread
+and every run's own error). Target: |error| <= 10% on every row, median <= 5%.
 
-    python -m perfkit.bench whatif --repeats 1
+    python -m perfkit.bench whatif --repeats 3
 """
 
 from __future__ import annotations
@@ -44,10 +47,12 @@ def one(name: str, hosts: list[tuple[str, float, int]], args: argparse.Namespace
     """The unequal run, then each what-if it proposes run as predicted: one row per what-if."""
     from perfkit.analysis.analyze import analyze
     from perfkit.analysis.cpu import requested_budgets
-    from perfkit.analysis.verify import equal_cluster_toml, placement_cluster_toml, prediction, proposed_workers
+    from perfkit.analysis.summary import final_attempt
+    from perfkit.analysis.verify import (equal_cluster_toml, placement_cluster_toml, prediction, proposed_workers,
+                                         verification_window)
     from perfkit.analysis.whatif import budgets_text, parse_budgets
     from perfkit.errors import UsageError
-    from perfkit.results import load_meta
+    from perfkit.results import RunRecord, load_meta
     from perfkit.trainer.cpubudget import available_cores
 
     cores = float(len(available_cores()))
@@ -69,6 +74,7 @@ def one(name: str, hosts: list[tuple[str, float, int]], args: argparse.Namespace
         applied = requested_budgets(meta)
         plans.append(("placement", prediction(row, "placement", budgets_text(applied)),
                       lambda: placement_cluster_toml(meta, applied, proposed_workers(row), cores)))
+    window = ["--profile-steps", verification_window(final_attempt(RunRecord.load(Path(unequal.run_dir)).steps))]
     rows = []
     for what, pred, toml in plans:
         r = out | {"what": what, "steady_epoch_s": row.steady_epoch_s, "split_source": row.split_source,
@@ -80,7 +86,8 @@ def one(name: str, hosts: list[tuple[str, float, int]], args: argparse.Namespace
             continue
         check_path = runs / f"{slug}-{i}-{what.replace(' ', '-')}.toml"
         check_path.write_text(text)
-        check = perfkit_run(f"{name} {what} #{i + 1}", [*base, "--cluster", str(check_path)], runs, args.timeout)
+        check = perfkit_run(f"{name} {what} #{i + 1}", [*base, *window, "--cluster", str(check_path)], runs,
+                            args.timeout)
         rows.append(r | _measured(check, pred, runs))
     return rows
 
@@ -112,8 +119,12 @@ def measure(args: argparse.Namespace) -> Report:
         for name in args.clusters:
             progress(f"[{i + 1}/{args.repeats}] {name}")
             rows.extend(one(name, CLUSTERS[name], args, i))
-    report.results = {"rows": rows}
-    errors = [abs(r["error_ratio"]) for r in rows if "error_ratio" in r]
+    report.results = {"rows": rows, "summary": summarise(rows)}
+    # The target is judged on each cluster's what-if over the repeats (the median predicted against the
+    # median measured): one pair of runs cannot test a 10% claim on a machine where the same configuration
+    # run again differs by more than that (``measured_spread``).
+    errors = [abs(r["error_ratio"]) for r in report.results["summary"] if r["error_ratio"] is not None]
+    report.results["per_run_abs_errors"] = sorted(abs(r["error_ratio"]) for r in rows if "error_ratio" in r)
     report.results["rows_measured"] = len(errors)
     report.results["abs_error_max"] = max(errors) if errors else None
     report.results["abs_error_median"] = statistics.median(errors) if errors else None
@@ -125,6 +136,26 @@ def measure(args: argparse.Namespace) -> Report:
     report.results["abs_error_median_at_realised"] = statistics.median(moved) if moved else None
     report.errors += [f"{r['cluster']} ({r['what']}): {r['error']}" for r in rows if "error" in r]
     return report
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (cluster, what-if): medians over the repeats measured, the error between them, and how
+    far apart the same configuration's measurements were."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["cluster"], r["what"]), []).append(r)
+    out = []
+    for (cluster, what), rs in groups.items():
+        done = [r for r in rs if "error_ratio" in r]
+        pred = statistics.median(r["prediction"]["predicted_epoch_s"] for r in done) if done else None
+        meas = statistics.median(r["measured_epoch_s"] for r in done) if done else None
+        ms = [r["measured_epoch_s"] for r in done]
+        out.append({"cluster": cluster, "what": what, "repeats": len(rs), "measured_n": len(done),
+                    "predicted_epoch_s": pred, "measured_epoch_s": meas,
+                    "error_ratio": (pred - meas) / meas if done else None,
+                    "measured_spread": max(ms) / min(ms) - 1 if len(ms) > 1 else None,
+                    "per_run_errors": [r["error_ratio"] for r in done]})
+    return out
 
 
 def table(report: Report) -> str:
@@ -142,14 +173,20 @@ def table(report: Report) -> str:
     head = ["cluster", "what-if", "unequal epoch s", "configuration run (cores per host)", "predicted s (95%)",
             "measured s", "error", "compute realised / assumed", "error at realised compute", "transfer from"]
     res = report.results
+    summary = [[r["cluster"], r["what"], f"{r['measured_n']}/{r['repeats']}", fmt(r["predicted_epoch_s"], ".1f"),
+                fmt(r["measured_epoch_s"], ".1f"), fmt(r["error_ratio"], "+.1%"), fmt(r["measured_spread"], ".1%"),
+                ", ".join(fmt(e, "+.1%") for e in r["per_run_errors"]) or "-"] for r in res.get("summary", [])]
+    shead = ["cluster", "what-if", "runs", "predicted s (median)", "measured s (median)", "error",
+             "measured spread (max/min - 1)", "error of each run"]
     note = (f"|error| max {fmt(res['abs_error_max'], '.1%')}, median {fmt(res['abs_error_median'], '.1%')} "
-            f"over {res.get('rows_measured', 0)} row(s) (target <= {TARGET_ROW:.0%} per row, <= {TARGET_MEDIAN:.0%} "
+            f"over {res.get('rows_measured', 0)} cluster what-if(s), each the median over its repeats (target <= {TARGET_ROW:.0%} per row, <= {TARGET_MEDIAN:.0%} "
             f"median): {'met' if res['meets_target'] else 'missed' if res['meets_target'] is False else 'not measured'}")
     if res.get("abs_error_median_at_realised") is not None:
         note += (f". At the compute each configuration really gave its workers (a diagnostic, not the target): "
                  f"|error| max {fmt(res['abs_error_max_at_realised'], '.1%')}, median "
                  f"{fmt(res['abs_error_median_at_realised'], '.1%')}")
-    return f"{heading(report)}\n\n{markdown_table(head, out, right=(2, 4, 5, 6, 7, 8))}\n\n{note}."
+    return (f"{heading(report)}\n\n{markdown_table(shead, summary, right=(2, 3, 4, 5, 6))}\n\n{note}.\n\n"
+            f"Every run:\n\n{markdown_table(head, out, right=(2, 4, 5, 6, 7, 8))}")
 
 
 def main(argv: list[str] | None = None) -> int:

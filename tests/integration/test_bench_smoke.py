@@ -179,6 +179,15 @@ def test_whatif_smoke(tmp_path: Path) -> None:
         assert x["error_ratio"] == (predicted - x["measured_epoch_s"]) / x["measured_epoch_s"]
     assert r["rows_measured"] == len(r["rows"]) and r["meets_target"] in (True, False)
     assert r["abs_error_max"] == max(abs(x["error_ratio"]) for x in r["rows"])
+    # one repeat: each cluster's what-if is its one run, and the verification traced its first epoch only
+    assert [(s["what"], s["per_run_errors"]) for s in r["summary"]] == [(x["what"], [x["error_ratio"]]) for x in r["rows"]]
+
+    from perfkit.analysis.summary import final_attempt
+    from perfkit.analysis.verify import verification_window
+    from perfkit.results import RunRecord
+
+    spec = json.loads((Path(row["check"]["run_dir"]) / "run.json").read_text())["profile"]["spec"]
+    assert spec == verification_window(final_attempt(RunRecord.load(Path(row["unequal"]["run_dir"])).steps)) != "off"
 
 
 def test_unknown_benchmark_is_a_one_line_usage_error() -> None:

@@ -337,3 +337,26 @@ def test_what_if_uses_the_calibrated_transfer_and_ignores_a_stalled_step(tmp_pat
     assert run["equal_step_s"] == pytest.approx(0.2 + 0.03 + 0.05), "the stalled step is left out"
     assert run["equal_epoch_s"] == pytest.approx(10 * 0.28 + 0.4)
     assert "the smaller of this run's own (100.0 ms) and the workers' all-reduce calibration" in run["equal_assumptions"]
+
+
+def test_validation_and_time_outside_steps_come_from_the_epochs_without_the_trace_window(tmp_path: Path) -> None:
+    """The window's epoch (the second) also pays for writing the capture: 2 s more outside its steps and a
+    validation of 3 s instead of 1 s. The prediction takes both from the third epoch, and says so."""
+    single_run(tmp_path, BASE, started="2026-01-01T00:00:00Z")
+    [path] = write_run(tmp_path, STRAG, started="2026-01-01T01:00:00Z", hosts=(("a", 1.0, 1), ("b", 1.0, 1)),
+                       busy={0: 0.2, 1: 0.2})
+    trace = pd.read_parquet(path / "trace_steps.parquet")
+    trace[trace["epoch"] == 1].to_parquet(path / "trace_steps.parquet")
+    for w in (0, 1):
+        f = path / "workers" / str(w) / "epochs.parquet"
+        ep = pd.read_parquet(f)
+        ep.loc[ep["epoch"] == 1, "val_s"] = 3.0
+        ep.loc[ep["epoch"] == 1, "train_s"] += 2.0
+        ep.to_parquet(f)
+    run = _run(analyze(None, tmp_path))
+    assert run["split_source"] == "trace"
+    # 10 steps x (0.2 busy + 0.1 transfer + 0.05 input), nothing outside them, validation 1.0 s (epoch 3)
+    assert run["equal_epoch_s"] == pytest.approx(3.5 + 1.0)
+    assert run["equal_val_s"] == pytest.approx(1.0)
+    assert "(validation and time outside steps from epoch 3: the trace window's epoch left out)" \
+        in run["equal_assumptions"]

@@ -49,3 +49,33 @@ def test_the_placement_cluster_moves_workers_at_the_budgets_the_run_had(tmp_path
     spec = load_cluster(path)
     assert [(h.name, h.cores, h.workers) for h in spec.hosts] == [("fast", 1.5, 2)], "a host given none is left out"
     assert [w.port for w in spec.workers] == [20000, 20001]
+
+
+def test_a_verification_traces_the_end_of_its_first_epoch_which_steady_figures_leave_out() -> None:
+    import pandas as pd
+
+    from perfkit.analysis.verify import verification_window
+
+    def steps(per_epoch: dict[int, int]) -> pd.DataFrame:
+        return pd.DataFrame([{"worker": w, "epoch": e, "step": s} for w, n in per_epoch.items()
+                             for e in (0, 1) for s in range(n)])
+
+    assert verification_window(steps({0: 58, 1: 58})) == "48-57"
+    assert verification_window(steps({0: 8, 1: 8})) == "2-7", "never the first step, which runs cold"
+    assert verification_window(steps({0: 2, 1: 2})) == "off", "too short an epoch for a window before its end"
+    assert verification_window(steps({})) == "off"
+
+
+def test_bench_whatif_judges_each_cluster_on_the_median_of_its_repeats() -> None:
+    from perfkit.bench.whatif import summarise
+
+    def row(pred: float, meas: float | None, what: str = "equal workers") -> dict:
+        r = {"cluster": "2w", "what": what, "prediction": {"predicted_epoch_s": pred}}
+        return r | ({"measured_epoch_s": meas, "error_ratio": (pred - meas) / meas} if meas else {"error": "boom"})
+
+    [eq, pl] = summarise([row(10, 9), row(11, 10), row(12, 12), row(9, None), row(10, 8, "placement")])
+    assert (eq["what"], eq["repeats"], eq["measured_n"]) == ("equal workers", 4, 3)
+    assert eq["predicted_epoch_s"] == 11 and eq["measured_epoch_s"] == 10, "medians of the measured repeats"
+    assert eq["error_ratio"] == pytest.approx(0.1) and eq["measured_spread"] == pytest.approx(12 / 9 - 1)
+    assert eq["per_run_errors"] == pytest.approx([1 / 9, 0.1, 0.0])
+    assert pl["error_ratio"] == pytest.approx(0.25) and pl["measured_spread"] is None
