@@ -9,6 +9,7 @@ was predicted (written before it ran), the budgets and placement it was given. A
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -68,6 +69,15 @@ def verification_window(steps: pd.DataFrame) -> str:
     if per_epoch < 3:
         return "off"
     return f"{max(2, per_epoch - 10)}-{per_epoch - 1}"
+
+
+def verification_window_of(run: Path) -> str:
+    """``verification_window`` of the predicted run in directory ``run``: what compare --verify and bench
+    whatif both give their verification runs."""
+    from perfkit.analysis.summary import final_attempt
+    from perfkit.results import RunRecord
+
+    return verification_window(final_attempt(RunRecord.load(run).steps))
 
 
 def proposed_workers(row: Any) -> dict[str, int]:

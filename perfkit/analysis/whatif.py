@@ -169,7 +169,7 @@ class StepModel:
                                                        inp=("input_s", "median"))
         own = float(per["transfer"].median())
         cal = calibrated_transfer(record.run, split)
-        steady = untraced_steady(epochs, split)
+        steady, left_out = untraced_steady(epochs, split)
         steps = final_attempt(record.steps)  # once: the three below read the same records
         lead = steps[steps["worker"] == steps["worker"].min()]
         return cls(jitter=per["jitter"].fillna(1.0), inp=per["inp"].fillna(0.0), busy_w=own_busy,
@@ -177,7 +177,7 @@ class StepModel:
                    steps_per_epoch=_steps_per_epoch(lead), outside=_outside_steps(lead, steady),
                    val_now=float(steady["val_s"].median()), source=split.source,
                    epochs_used=tuple(int(e) for e in steady["epoch"]),
-                   window_left_out=len(steady) < max(1, len(epochs) - 1))
+                   window_left_out=left_out)
 
     def predict(self, level: float) -> Prediction:
         """Every worker computing ``level`` seconds per step at its median, with its own step-to-step
@@ -214,16 +214,17 @@ def placement_row(model: StepModel, proposed_s: float) -> dict[str, Any]:
                                                   "ms on the slowest")}
 
 
-def untraced_steady(epochs: pd.DataFrame, split: StepSplit) -> pd.DataFrame:
-    """The steady epochs (after the first) without the trace window's, where any are left: the epoch that
-    holds the window pays the profiler's own cost outside its steps too (writing the capture; validation
-    after it took up to 1.8x the next epoch's in bench whatif), which ``r`` does not take out."""
+def untraced_steady(epochs: pd.DataFrame, split: StepSplit) -> tuple[pd.DataFrame, bool]:
+    """The steady epochs (after the first) without the trace window's, where any are left, and whether one
+    was left out: the epoch that holds the window pays the profiler's own cost outside its steps too
+    (writing the capture; validation after it took up to 1.8x the next epoch's in bench whatif), which
+    ``r`` does not take out."""
     steady = epochs.iloc[1:] if len(epochs) > 1 else epochs
     if split.source != "trace" or split.steps.empty:
-        return steady
+        return steady, False
     traced = set((split.steps["epoch"].astype(int) + 1).unique())  # step records count epochs from 0
     clean = steady[~steady["epoch"].astype(int).isin(traced)]
-    return clean if not clean.empty else steady
+    return (clean, len(clean) < len(steady)) if not clean.empty else (steady, False)
 
 
 def _without_outliers(pred: pd.Series) -> pd.Series:

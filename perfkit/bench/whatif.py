@@ -47,12 +47,11 @@ def one(name: str, hosts: list[tuple[str, float, int]], args: argparse.Namespace
     """The unequal run, then each what-if it proposes run as predicted: one row per what-if."""
     from perfkit.analysis.analyze import analyze
     from perfkit.analysis.cpu import requested_budgets
-    from perfkit.analysis.summary import final_attempt
     from perfkit.analysis.verify import (equal_cluster_toml, placement_cluster_toml, prediction, proposed_workers,
-                                         verification_window)
+                                         verification_window_of)
     from perfkit.analysis.whatif import budgets_text, parse_budgets
     from perfkit.errors import UsageError
-    from perfkit.results import RunRecord, load_meta
+    from perfkit.results import load_meta
     from perfkit.trainer.cpubudget import available_cores
 
     cores = float(len(available_cores()))
@@ -74,7 +73,7 @@ def one(name: str, hosts: list[tuple[str, float, int]], args: argparse.Namespace
         applied = requested_budgets(meta)
         plans.append(("placement", prediction(row, "placement", budgets_text(applied)),
                       lambda: placement_cluster_toml(meta, applied, proposed_workers(row), cores)))
-    window = ["--profile-steps", verification_window(final_attempt(RunRecord.load(Path(unequal.run_dir)).steps))]
+    window = ["--profile-steps", verification_window_of(Path(unequal.run_dir))]
     rows = []
     for what, pred, toml in plans:
         r = out | {"what": what, "steady_epoch_s": row.steady_epoch_s, "split_source": row.split_source,

@@ -139,14 +139,13 @@ def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Pa
     budgets, or the proposed workers per host at the budgets the run had."""
     from perfkit._atomic import atomic_write
     from perfkit.analysis.cpu import requested_budgets
-    from perfkit.analysis.summary import final_attempt
     from perfkit.analysis.verify import (equal_cluster_toml, placement_cluster_toml, prediction, proposed_workers,
-                                         verification_window)
+                                         verification_window_of)
     from perfkit.analysis.whatif import budgets_text, parse_budgets
     from perfkit.cli.run import train_once
     from perfkit.cluster import load_cluster
     from perfkit.errors import UsageError
-    from perfkit.results import RunRecord, load_meta
+    from perfkit.results import load_meta
     from perfkit.trainer.cpubudget import available_cores
 
     row = next(analysis.runs[analysis.runs["run_id"] == run.name].itertuples(index=False))
@@ -169,6 +168,6 @@ def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Pa
     atomic_write(path, lambda f: f.write(text.encode()))
     verify_opts = replace(opts, cluster=load_cluster(path))
     suffix = "verify-placement" if what == "placement" else "verify"
-    window = verification_window(final_attempt(RunRecord.load(run).steps))
+    window = verification_window_of(run)
     return train_once(replace(cfg, label=f"{cfg.label}-{suffix}" if cfg.label else suffix, profile_steps=window),
                       verify_opts, results_dir, None, quiet, extra_meta={"verifies": pred})

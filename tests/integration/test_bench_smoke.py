@@ -182,12 +182,10 @@ def test_whatif_smoke(tmp_path: Path) -> None:
     # one repeat: each cluster's what-if is its one run, and the verification traced its first epoch only
     assert [(s["what"], s["per_run_errors"]) for s in r["summary"]] == [(x["what"], [x["error_ratio"]]) for x in r["rows"]]
 
-    from perfkit.analysis.summary import final_attempt
-    from perfkit.analysis.verify import verification_window
-    from perfkit.results import RunRecord
+    from perfkit.analysis.verify import verification_window_of
 
     spec = json.loads((Path(row["check"]["run_dir"]) / "run.json").read_text())["profile"]["spec"]
-    assert spec == verification_window(final_attempt(RunRecord.load(Path(row["unequal"]["run_dir"])).steps)) != "off"
+    assert spec == verification_window_of(Path(row["unequal"]["run_dir"])) != "off"
 
 
 def test_unknown_benchmark_is_a_one_line_usage_error() -> None:

@@ -59,12 +59,10 @@ def test_compare_verify_runs_the_what_if_and_reports_predicted_against_measured(
 
     assert applied == pytest.approx(parse_budgets(verifies["budgets"]), rel=0.02)
     # ... and traced the end of its first epoch, which its steady figures leave out
-    from perfkit.analysis.summary import final_attempt
-    from perfkit.analysis.verify import verification_window
-    from perfkit.results import RunRecord
+    from perfkit.analysis.verify import verification_window_of
 
     asked = (meta(runs[2]).get("profile") or {}).get("spec")
-    expected = verification_window(final_attempt(RunRecord.load(runs[1]).steps))
+    expected = verification_window_of(runs[1])
     assert expected != "off" and asked == expected, (asked, expected)
     out = " ".join(proc.stdout.split())  # the terminal renderer wraps lines
     assert "Verified by running it" in out and "predicted a steady epoch of" in out and "error" in out, out[-3000:]
