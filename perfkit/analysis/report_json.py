@@ -72,8 +72,10 @@ KEYS: dict[str, dict[str, str]] = {
         "equal_epoch_per_compute": "seconds of steady epoch per second of compute per step (both what-ifs: the "
         "epoch is linear in the compute level)",
         "equal_transfer_s": "all-reduce seconds per step a balanced cluster would pay",
-        "equal_transfer_source": "calibration (the workers' all-reduce calibration after training) or run "
-        "(the run's own transfer: carries a throttled worker's slowness)",
+        "equal_transfer_source": "calibration (the workers' all-reduce calibration after training), scaled run "
+        "(the run's own, scaled by the what-if's compute over the slowest worker's, "
+        "which ran under a CPU budget of at most a core) or run (the run's own, as measured: real hosts, "
+        "shaped links)",
         "equal_val_s": "predicted validation seconds per epoch",
         "equal_budgets": "per host, the CPU budget (cores) that would give its workers the median speed",
         "equal_assumptions": "the what-if's assumptions in one line", "placement_hosts": "hosts, ':'-separated",
@@ -157,7 +159,7 @@ KEYS: dict[str, dict[str, str]] = {
         "predicted_lo_s": "its 95% interval, lower end", "predicted_hi_s": "upper end",
         "measured_epoch_s": "the verification run's steady epoch", "error": "(predicted - measured) / measured",
         "held": f"|error| <= {HELD_WITHIN:.0%}",
-        "transfer_source": "where the prediction's transfer came from (calibration or run)",
+        "transfer_source": "where the prediction's transfer came from (as equal_transfer_source)",
         "compute_assumed_s": "compute per step the what-if assumes of every worker (traced, median worker)",
         "compute_measured_s": "compute per step the verification's workers took (median over workers of their "
                               "median): when it differs from the assumed, the budgets did not realise the what-if",

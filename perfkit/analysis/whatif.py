@@ -18,8 +18,10 @@ worker's median busy time:
   inside a throttled budget. (b) The workers' calibration after training (``trainer/calibrate.py``): one
   all-reduce of the gradients plus K of one float, K being the traced collectives per step less the
   gradients' one, too large because in a step the scalar all-reduces partly run under the small ops
-  between them. Since CPU budgets use a 10 ms CFS period (``trainer/cgroups.py``) (a) matched the
-  balanced run's own transfer within 10 ms on every cluster of bench whatif.
+  between them. Where the slowest worker (the last to reach every all-reduce, so the one whose exposed
+  part of it is (a)) ran under an emulated CPU budget of at most a core, (a) is first scaled like that
+  worker's compute, level / its median busy: its share of the exchange runs in the same budget
+  (``StepModel.transfer_at``).
 
 The steady epoch is then ``steps_per_epoch * mean_s step'(s)`` (steps more than 5 MADs above the median
 left out) plus the epoch's time outside steps (as measured, median over the steady epochs that hold no
@@ -124,7 +126,6 @@ class StepModel:
     inp: pd.Series  # per compared step: median input over workers
     busy_w: pd.Series  # per worker: its median busy time
     r: float
-    transfer: float
     own: float
     cal: float | None
     steps_per_epoch: int
@@ -133,6 +134,15 @@ class StepModel:
     source: str
     epochs_used: tuple[int, ...] = ()  # the epochs val_now and outside come from
     window_left_out: bool = False  # whether the trace window's epoch was left out of them
+    held: bool = False  # the slowest worker ran under a CPU budget of at most a core, on unshaped links
+
+    def transfer_at(self, level: float) -> float:
+        """The transfer a cluster whose workers compute ``level`` per step pays: the run's own scaled like
+        the compute of the worker that paid it, where that worker was held by a CPU budget (its share of
+        the exchange runs in the same budget: 56 ms at 0.5 core, 38 ms at 0.67, 26 ms with two workers
+        sharing 1.5 cores, in one bench whatif round), then bounded by the calibration."""
+        own = self.own * level / self.slowest if self.held and self.slowest > 0 else self.own
+        return min(own, self.cal) if self.cal is not None else own
 
     @property
     def epochs_note(self) -> str:
@@ -152,11 +162,21 @@ class StepModel:
         so a prediction can be moved to the compute a verification really realised."""
         jit = float(self.jitter.median())
         val = self.val_now * jit / self.slowest if self.slowest > 0 else 0.0
-        return self.steps_per_epoch * float(self.jitter.mean()) * self.r + val
+        level = float(self.busy_w.median())  # the slope at the equal-workers level (the calibration may cap it)
+        scaled = self.held and self.slowest > 0 and (self.cal is None or self.transfer_at(level) < self.cal)
+        transfer = self.own / self.slowest if scaled else 0.0
+        return self.steps_per_epoch * (float(self.jitter.mean()) * self.r + transfer) + val
+
+    @property
+    def transfer(self) -> float:
+        """The transfer at the equal-workers level (the what-if the verdict leads with)."""
+        return self.transfer_at(float(self.busy_w.median()))
 
     @property
     def transfer_source(self) -> str:
-        return "calibration" if self.cal is not None and self.cal < self.own else "run"
+        if self.cal is not None and self.cal <= self.transfer:
+            return "calibration"
+        return "scaled run" if self.held else "run"
 
     @classmethod
     def of(cls, split: StepSplit, record: RunRecord, epochs: pd.DataFrame) -> StepModel | None:
@@ -173,7 +193,7 @@ class StepModel:
         steps = final_attempt(record.steps)  # once: the three below read the same records
         lead = steps[steps["worker"] == steps["worker"].min()]
         return cls(jitter=per["jitter"].fillna(1.0), inp=per["inp"].fillna(0.0), busy_w=own_busy,
-                   r=trace_factor(steps, split), transfer=min(own, cal) if cal is not None else own, own=own, cal=cal,
+                   r=trace_factor(steps, split), own=own, cal=cal, held=_held(record.run, own_busy),
                    steps_per_epoch=_steps_per_epoch(lead), outside=_outside_steps(lead, steady),
                    val_now=float(steady["val_s"].median()), source=split.source,
                    epochs_used=tuple(int(e) for e in steady["epoch"]),
@@ -184,7 +204,7 @@ class StepModel:
         variation: a synchronous step waits for the slowest of them, so step(s) = level x jitter(s) x r
         + transfer + input(s) x r. Validation waits for the slowest too: scaled by level x median jitter
         over the slowest worker's median busy."""
-        pred = _without_outliers(level * self.jitter * self.r + self.transfer + self.inp * self.r)
+        pred = _without_outliers(level * self.jitter * self.r + self.transfer_at(level) + self.inp * self.r)
         jit = float(self.jitter.median())
         val = self.val_now * (level * jit / self.slowest if self.slowest > 0 else 1.0)
         half = 1.96 * float(pred.std(ddof=1)) / math.sqrt(len(pred)) if len(pred) > 1 else 0.0
@@ -199,7 +219,7 @@ def equal_workers(model: StepModel, host_of: dict[int, str], budgets: dict[str, 
     return EqualWorkers(
         predicted=model.predict(med), compute_s=med, epoch_per_compute=model.epoch_per_compute, transfer_s=model.transfer, transfer_source=model.transfer_source,
         budgets=_equal_budgets(model.busy_w, host_of, budgets, med),
-        assumptions=_assumptions(model, "every worker at the median worker's compute speed"))
+        assumptions=_assumptions(model, "every worker at the median worker's compute speed", med))
 
 
 def placement_row(model: StepModel, proposed_s: float) -> dict[str, Any]:
@@ -211,7 +231,7 @@ def placement_row(model: StepModel, proposed_s: float) -> dict[str, Any]:
     return {"placement_epoch_s": p.epoch_s, "placement_epoch_lo_s": p.epoch_lo_s, "placement_epoch_hi_s": p.epoch_hi_s,
             "placement_assumptions": _assumptions(model, "each host's measured throughput (workers / their median "
                                                   f"compute) shared by the workers placed on it, {proposed_s * 1e3:.0f} "
-                                                  "ms on the slowest")}
+                                                  "ms on the slowest", proposed_s)}
 
 
 def untraced_steady(epochs: pd.DataFrame, split: StepSplit) -> tuple[pd.DataFrame, bool]:
@@ -225,6 +245,19 @@ def untraced_steady(epochs: pd.DataFrame, split: StepSplit) -> tuple[pd.DataFram
     traced = set((split.steps["epoch"].astype(int) + 1).unique())  # step records count epochs from 0
     clean = steady[~steady["epoch"].astype(int).isin(traced)]
     return (clean, len(clean) < len(steady)) if not clean.empty else (steady, False)
+
+
+def _held(meta: RunMeta, busy_w: pd.Series) -> bool:
+    """Whether the slowest worker (the last to reach each all-reduce, whose exposed part of it is the
+    run's transfer) ran under an emulated CPU budget of at most one core with no shaped link: then its
+    share of the exchange is CPU work in that budget and scales like its compute. A shaped link's
+    transfer is the link's, and a worker on real cores is not known to be CPU-bound."""
+    from perfkit.analysis.cpu import host_budgets, worker_hosts
+
+    if busy_w.empty or not meta.cluster.emulated or (meta.network.get("links") or {}):
+        return False
+    share = allowances(busy_w, worker_hosts(meta), host_budgets(meta))
+    return bool(share.get(busy_w.idxmax(), math.nan) <= 1.0)
 
 
 def _without_outliers(pred: pd.Series) -> pd.Series:
@@ -263,14 +296,17 @@ def _equal_budgets(busy_w: pd.Series, host_of: dict[int, str], budgets: dict[str
     return {h: work / med * int(counts[h]) for h in counts.index if h in budgets}
 
 
-def _assumptions(m: StepModel, who: str) -> str:
-    """The what-if's assumptions in one line; ``who``: how fast its workers compute."""
+def _assumptions(m: StepModel, who: str, level: float) -> str:
+    """The what-if's assumptions in one line; ``who``: how fast its workers compute, ``level`` seconds."""
+    t = m.transfer_at(level)
+    own = (f"this run's own {m.own * 1e3:.1f} ms scaled like the compute of the slowest worker, whose CPU budget "
+           f"also ran its share of the exchange (x{level / m.slowest:.3f})" if m.held and m.slowest > 0
+           else f"this run's own {m.own * 1e3:.1f} ms")
     if m.cal is None:
-        transfer = (f"transfer {m.own * 1e3:.1f} ms from this run's own all-reduces (no calibration recorded: may "
-                    f"carry a throttled worker's slowness)")
+        transfer = f"transfer {t * 1e3:.1f} ms per step: {own} (no calibration recorded)"
     else:
-        transfer = (f"transfer {m.transfer * 1e3:.1f} ms per step, the smaller of this run's own "
-                    f"({m.own * 1e3:.1f} ms) and the workers' all-reduce calibration after training ({m.cal * 1e3:.1f} ms)")
+        transfer = (f"transfer {t * 1e3:.1f} ms per step, the smaller of {own} and the workers' all-reduce "
+                    f"calibration after training ({m.cal * 1e3:.1f} ms)")
     split = (f"busy and input from traced steps x {m.r:.3f} (the trace's own cost removed)" if m.source == "trace"
              else "busy and input from CPU-second estimates")
     return (f"{who}, keeping its own step-to-step variation (a step "

@@ -306,8 +306,27 @@ def test_placement_on_emulated_hosts_counts_the_cores_a_worker_can_use(tmp_path:
     run = _run(a)
     assert run["placement_now"] == "1:1" and run["placement_proposed"] == "2:0"
     assert run["compute_now_s"] == pytest.approx(0.3) and run["compute_proposed_s"] == pytest.approx(0.2)
-    # 10 steps x (0.2 + 0.1 transfer + 0.05 input) + validation 1.0 s x 0.2 / 0.3
-    assert run["placement_epoch_s"] == pytest.approx(3.5 + 1.0 * 0.2 / 0.3)
+    # The slow worker (the last to every all-reduce) was held to 0.5 core, so its share of the exchange
+    # scales like its compute: transfer 0.1 s x 0.2 / 0.3. 10 steps x (0.2 + that + 0.05 input) +
+    # validation 1.0 s x 0.2 / 0.3
+    assert run["placement_epoch_s"] == pytest.approx(10 * (0.2 + 0.1 * 0.2 / 0.3 + 0.05) + 1.0 * 0.2 / 0.3)
+    assert "scaled like the compute" in run["placement_assumptions"]
+    assert run["equal_transfer_source"] == "scaled run"
+
+
+def test_a_shaped_link_keeps_the_runs_own_transfer(tmp_path: Path) -> None:
+    """Behind a shaped link the transfer is the link's, not CPU work in the slow worker's budget: the same
+    run as above with a 100 Mbit/s link keeps 0.1 s per step."""
+    from tests.unit._analysis_runs import set_meta
+
+    single_run(tmp_path, BASE, started="2026-01-01T00:00:00Z")
+    [path] = write_run(tmp_path, STRAG, started="2026-01-01T01:00:00Z", hosts=(("fast", 1.5, 1), ("slow", 0.5, 1)),
+                       busy={0: 0.15, 1: 0.3})
+    set_meta(path, cluster=json_of(path)["cluster"] | {"emulated": True},
+             network={"links": {"slow": {"requested": {"bandwidth_mbit": 100}}}})
+    run = _run(analyze(None, tmp_path))
+    assert run["equal_transfer_source"] == "run" and run["equal_transfer_s"] == pytest.approx(0.1)
+    assert run["placement_epoch_s"] == pytest.approx(10 * (0.2 + 0.1 + 0.05) + 1.0 * 0.2 / 0.3)
     assert "shared by the workers placed on it, 200 ms on the slowest" in run["placement_assumptions"]
 
 
@@ -336,7 +355,7 @@ def test_what_if_uses_the_calibrated_transfer_and_ignores_a_stalled_step(tmp_pat
     assert run["equal_transfer_s"] == pytest.approx(0.03) and run["equal_transfer_source"] == "calibration"
     assert run["equal_step_s"] == pytest.approx(0.2 + 0.03 + 0.05), "the stalled step is left out"
     assert run["equal_epoch_s"] == pytest.approx(10 * 0.28 + 0.4)
-    assert "the smaller of this run's own (100.0 ms) and the workers' all-reduce calibration" in run["equal_assumptions"]
+    assert "the smaller of this run's own 100.0 ms and the workers' all-reduce calibration" in run["equal_assumptions"]
 
 
 def test_validation_and_time_outside_steps_come_from_the_epochs_without_the_trace_window(tmp_path: Path) -> None:
