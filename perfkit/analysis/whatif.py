@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfkit.analysis.cpu import host_budgets, worker_hosts
 from perfkit.analysis.stragglers import STEP_KEY, StepSplit, allowances, work_per_step
 from perfkit.analysis.summary import final_attempt
 from perfkit.results import RunMeta, RunRecord
@@ -252,8 +253,6 @@ def _held(meta: RunMeta, busy_w: pd.Series) -> bool:
     run's transfer) ran under an emulated CPU budget of at most one core with no shaped link: then its
     share of the exchange is CPU work in that budget and scales like its compute. A shaped link's
     transfer is the link's, and a worker on real cores is not known to be CPU-bound."""
-    from perfkit.analysis.cpu import host_budgets, worker_hosts
-
     if busy_w.empty or not meta.cluster.emulated or (meta.network.get("links") or {}):
         return False
     share = allowances(busy_w, worker_hosts(meta), host_budgets(meta))
