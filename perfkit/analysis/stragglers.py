@@ -223,8 +223,14 @@ def work_per_step(busy_w: pd.Series, host_of: dict[int, str], budgets: dict[str,
     threads, whose core-seconds are not one thread's, so it does not measure the work. None without such a
     worker."""
     share = allowances(busy_w, host_of, budgets)
-    work = (share * busy_w)[share <= 1.0]
+    work = (share * busy_w)[held_to_a_core(share)]
     return float(work.median()) if not work.empty else None
+
+
+def held_to_a_core(share: pd.Series) -> pd.Series:
+    """Per worker (``share``: its ``allowances``): whether its CPU budget held it to at most one core, so
+    it was CPU-bound in one TF thread (NaN, no budget: False)."""
+    return share <= 1.0
 
 
 def _host_costs(busy: pd.Series, host_of: pd.Index, budgets: dict[str, float]) -> dict[str, Any]:

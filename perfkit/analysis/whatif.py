@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis.cpu import host_budgets, worker_hosts
-from perfkit.analysis.stragglers import STEP_KEY, StepSplit, allowances, work_per_step
+from perfkit.analysis.stragglers import STEP_KEY, StepSplit, allowances, held_to_a_core, work_per_step
 from perfkit.analysis.summary import final_attempt
 from perfkit.results import RunMeta, RunRecord
 
@@ -137,13 +137,27 @@ class StepModel:
     window_left_out: bool = False  # whether the trace window's epoch was left out of them
     held: bool = False  # the slowest worker ran under a CPU budget of at most a core, on unshaped links
 
+    def transfer_scale(self, level: float) -> float:
+        """What the run's own transfer is multiplied by for workers computing ``level`` per step: level /
+        the slowest worker's median busy where a CPU budget held that worker (its share of the exchange
+        runs in the same budget: 56 ms at 0.5 core, 38 ms at 0.67, 26 ms with two workers sharing 1.5
+        cores, in one bench whatif round), else 1."""
+        return level / self.slowest if self.scales_transfer else 1.0
+
+    @property
+    def scales_transfer(self) -> bool:
+        return self.held and self.slowest > 0
+
     def transfer_at(self, level: float) -> float:
-        """The transfer a cluster whose workers compute ``level`` per step pays: the run's own scaled like
-        the compute of the worker that paid it, where that worker was held by a CPU budget (its share of
-        the exchange runs in the same budget: 56 ms at 0.5 core, 38 ms at 0.67, 26 ms with two workers
-        sharing 1.5 cores, in one bench whatif round), then bounded by the calibration."""
-        own = self.own * level / self.slowest if self.held and self.slowest > 0 else self.own
+        """The transfer a cluster whose workers compute ``level`` per step pays: the run's own, scaled
+        (``transfer_scale``), then bounded by the calibration."""
+        own = self.own * self.transfer_scale(level)
         return min(own, self.cal) if self.cal is not None else own
+
+    @property
+    def median_level(self) -> float:
+        """m: the median over workers of each worker's median busy (the equal-workers compute level)."""
+        return float(self.busy_w.median())
 
     @property
     def epochs_note(self) -> str:
@@ -163,15 +177,16 @@ class StepModel:
         so a prediction can be moved to the compute a verification really realised."""
         jit = float(self.jitter.median())
         val = self.val_now * jit / self.slowest if self.slowest > 0 else 0.0
-        level = float(self.busy_w.median())  # the slope at the equal-workers level (the calibration may cap it)
-        scaled = self.held and self.slowest > 0 and (self.cal is None or self.transfer_at(level) < self.cal)
+        # the transfer's slope at the equal-workers level: own / slowest while scaled and under the calibration
+        level = self.median_level
+        scaled = self.scales_transfer and (self.cal is None or self.transfer_at(level) < self.cal)
         transfer = self.own / self.slowest if scaled else 0.0
         return self.steps_per_epoch * (float(self.jitter.mean()) * self.r + transfer) + val
 
     @property
     def transfer(self) -> float:
         """The transfer at the equal-workers level (the what-if the verdict leads with)."""
-        return self.transfer_at(float(self.busy_w.median()))
+        return self.transfer_at(self.median_level)
 
     @property
     def transfer_source(self) -> str:
@@ -216,7 +231,7 @@ class StepModel:
 
 
 def equal_workers(model: StepModel, host_of: dict[int, str], budgets: dict[str, float]) -> EqualWorkers:
-    med = float(model.busy_w.median())
+    med = model.median_level
     return EqualWorkers(
         predicted=model.predict(med), compute_s=med, epoch_per_compute=model.epoch_per_compute, transfer_s=model.transfer, transfer_source=model.transfer_source,
         budgets=_equal_budgets(model.busy_w, host_of, budgets, med),
@@ -255,8 +270,8 @@ def _held(meta: RunMeta, busy_w: pd.Series) -> bool:
     transfer is the link's, and a worker on real cores is not known to be CPU-bound."""
     if busy_w.empty or not meta.cluster.emulated or (meta.network.get("links") or {}):
         return False
-    share = allowances(busy_w, worker_hosts(meta), host_budgets(meta))
-    return bool(share.get(busy_w.idxmax(), math.nan) <= 1.0)
+    held = held_to_a_core(allowances(busy_w, worker_hosts(meta), host_budgets(meta)))
+    return bool(held.get(busy_w.idxmax(), False))
 
 
 def _without_outliers(pred: pd.Series) -> pd.Series:
@@ -299,7 +314,7 @@ def _assumptions(m: StepModel, who: str, level: float) -> str:
     """The what-if's assumptions in one line; ``who``: how fast its workers compute, ``level`` seconds."""
     t = m.transfer_at(level)
     own = (f"this run's own {m.own * 1e3:.1f} ms scaled like the compute of the slowest worker, whose CPU budget "
-           f"also ran its share of the exchange (x{level / m.slowest:.3f})" if m.held and m.slowest > 0
+           f"also ran its share of the exchange (x{m.transfer_scale(level):.3f})" if m.scales_transfer
            else f"this run's own {m.own * 1e3:.1f} ms")
     if m.cal is None:
         transfer = f"transfer {t * 1e3:.1f} ms per step: {own} (no calibration recorded)"
