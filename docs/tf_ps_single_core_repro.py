@@ -8,7 +8,7 @@ TensorFlow is imported), then runs tf-keras ``model.fit`` under ParameterServerS
 Pinned, the chief's closures never return (py-spy: every ``WorkerClosureProcessingLoop`` thread waits in
 ``execute_with_cancellation``), whatever intra/inter-op thread counts the servers are given; with two or
 more cores each, or none set, it trains. perfkit therefore never gives a ps-mode process a single-core
-affinity (perfkit/trainer/cpubudget.py: ``_ps_safe``). Exits 0 when training finished, 1 after 60 s.
+affinity (perfkit/trainer/hosts/cpubudget.py: ``_ps_safe``). Exits 0 when training finished, 1 after 60 s.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from enum import Enum
 from typing import Any
 
 from perfkit.errors import UsageError
-from perfkit.profiler import trace
+from perfkit.profiler import tracewindow
 
 
 class Mode(str, Enum):
@@ -98,7 +98,7 @@ class RunConfig:
         for flag, ok, why in checks:
             if not ok:
                 raise UsageError(f"{flag}: {why}")
-        object.__setattr__(self, "profile_steps", trace.check_spec(self.profile_steps))
+        object.__setattr__(self, "profile_steps", tracewindow.check_spec(self.profile_steps))
         self.check_batch(self.train_players, self.test_players)
 
     def check_batch(self, n_train: int, n_test: int) -> None:
@@ -106,7 +106,7 @@ class RunConfig:
         for what, n in (("training", n_train), ("validation", n_test)):
             if self.batch_size > n:
                 raise UsageError(f"--batch-size: {self.batch_size} is larger than the {n} {what} sequences")
-        trace.resolve(self.profile_steps, n_train // self.batch_size, self.epochs)  # a window past the end
+        tracewindow.resolve(self.profile_steps, n_train // self.batch_size, self.epochs)  # a window past the end
 
     @classmethod
     def from_preset(cls, mode: Mode, preset: str, **overrides: Any) -> RunConfig:

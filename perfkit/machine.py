@@ -58,6 +58,6 @@ def versions() -> dict[str, Any]:
 
 def command_started_ns() -> int:
     """Wall-clock time this command started (perfkit's first import), for 'command to first step'."""
-    from perfkit import STARTED_WALL_NS
+    from perfkit._started import WALL_NS
 
-    return STARTED_WALL_NS
+    return WALL_NS

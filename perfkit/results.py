@@ -9,8 +9,7 @@ in the same directory and renamed into place, so a crash or Ctrl-C never leaves 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,7 +24,7 @@ from perfkit.errors import ResultsError, UsageError
 SCHEMA_VERSION = 1
 STATUSES = ("running", "complete", "failed", "interrupted")
 RUN_FILE = "run.json"
-# Parsed from the profiler captures at analysis time and cached beside run.json (perfkit.analysis.traces)
+# Parsed from the profiler captures at analysis time and cached beside run.json (perfkit.analysis.tracetables)
 TRACE_STEPS_FILE = "trace_steps.parquet"
 TRACE_OPS_FILE = "trace_ops.parquet"
 TRACE_CACHE_FILE = "trace_cache.json"  # what the cached tables were parsed from, and by which parser
@@ -372,3 +371,8 @@ def iter_run_dirs(results_dir: str | Path) -> Iterator[Path]:
 def load_meta(path: str | Path) -> RunMeta:
     """Only run.json, validated: for listings that need no tables."""
     return _read_meta(Path(path))
+
+
+def is_folder_of_runs(path: Path) -> bool:
+    """A directory holding runs (each with a run.json), not itself a run."""
+    return path.is_dir() and not (path / RUN_FILE).is_file() and next(iter_run_dirs(path), None) is not None

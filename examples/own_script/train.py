@@ -1,4 +1,4 @@
-"""A training script of your own, put under perfkit with two lines (see the README, "Your own script").
+"""A training script of your own, put under perfkit with two lines (see docs/own-script.md).
 
     perfkit launch --mode single -- python examples/own_script/train.py
     perfkit launch --workers 2  -- python examples/own_script/train.py

@@ -14,7 +14,7 @@ import numpy as np
 
 from perfkit.workloads import InMemoryWorkload  # sizes, identity, datasets over in-memory arrays
 
-SIZES = {"tiny": (2048, 512), "quick": (16384, 4096), "blog": (262144, 65536)}  # train, eval samples
+SIZES = {"tiny": (1024, 256), "quick": (16384, 4096), "blog": (262144, 65536)}  # train, eval samples
 FEATURES, WIDTH = 256, 2048
 
 

@@ -5,9 +5,10 @@
 - ``select``: the baseline and the runs left out, with the reason;
 - ``summary``, ``cpu``, ``stragglers``: per-run figures (docs/figures.md); ``analyze``: all of them
   and the baseline-relative ones as an ``Analysis``; ``verdict``: sentences generated from the numbers;
-- ``report_console`` (rich), ``report_html`` (plotly, imported lazily), ``report_json`` (JSON, CSV, and
-  the documentation of every JSON key): renderers, the only modules that format or plot;
-- ``synthetic``: large runs in the on-disk format, for benchmarks.
+- ``tracetables``: the profiler captures parsed into trace tables, cached beside the run;
+- ``renderers``: one family with one signature, ``render(analysis, out, options)``: ``console`` (rich),
+  ``html`` (plotly, imported lazily), ``json`` (and the documentation of every JSON key), ``csv``: the
+  only modules that format or plot.
 
 Analysers never print, plot or exit; nothing here imports TensorFlow.
 """

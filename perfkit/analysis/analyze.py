@@ -3,7 +3,7 @@
 ``analyze(paths, results_dir, baseline_id)`` loads (``load``), picks the baseline and the runs left out
 (``select``), computes each run's figures (``summary``, ``cpu``, ``stragglers``) and the baseline-relative
 ones (speedup, efficiency, CPU cost ratio, validation gap), then the verdict (``verdict``). The result is
-an ``Analysis``: frozen, renderer-agnostic; the column names are the JSON keys (see ``report_json``).
+an ``Analysis``: frozen, renderer-agnostic; the column names are the JSON keys (see ``renderers.json``).
 """
 
 from __future__ import annotations

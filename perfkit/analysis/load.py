@@ -9,7 +9,7 @@ The merged record's meta says ``"clock": "wall"`` and its workers' anchors becom
 
 The loader never drops a run silently: anything that makes a run unusable (status, a missing worker or
 file, too few epochs) is listed in ``LoadedRun.problems``. Traces are parsed here, from each part's
-profiler captures (``perfkit.analysis.traces.load_traces``, cached beside the run); a capture or table that
+profiler captures (``perfkit.analysis.tracetables.load_traces``, cached beside the run); a capture or table that
 cannot be read only costs the trace figures (``warnings``), the analysis then falls back to labelled
 estimates whose note says why (``no_trace``).
 """
@@ -25,15 +25,15 @@ from typing import Any
 import pandas as pd
 from pandas.api.types import is_numeric_dtype
 
+from perfkit.analysis import tracetables
 from perfkit.analysis.summary import final_attempt
+from perfkit.analysis.tracetables import TraceTables, load_traces, profile_workers
 from perfkit.errors import ResultsError, UsageError
-from perfkit.analysis import traces
-from perfkit.analysis.traces import TraceTables, load_traces, profile_workers
 from perfkit.results import RUN_FILE, RunMeta, RunRecord, iter_run_dirs, load_meta
 
 PART_SEP = "--"
-TRACE_STEP_COLUMNS = traces.TRACE_STEP_COLUMNS  # at least these in LoadedRun.trace (plus V2_COLUMNS)
-TRACE_OP_COLUMNS = traces.TRACE_OP_COLUMNS
+TRACE_STEP_COLUMNS = tracetables.TRACE_STEP_COLUMNS  # at least these in LoadedRun.trace (plus V2_COLUMNS)
+TRACE_OP_COLUMNS = tracetables.TRACE_OP_COLUMNS
 _NUMERIC = {
     "steps": ("epoch", "step", "t_start_ns", "t_end_ns", "duration_s", "samples"),
     "epochs": ("epoch", "t_start_ns", "t_end_ns", "train_s", "val_s"),
@@ -168,7 +168,7 @@ def merge_parts(run_id: str, parts: list[tuple[Path, RunMeta]]) -> LoadedRun:
     trace, ops, warnings = _trace_frames(records, tables)
     problems += completeness_problems(record, records)
     trace, more = _usable_trace(trace, record)
-    return LoadedRun(run_id, paths, record, trace, ops, traces.why_no_trace([r.run for r in records], tables, trace, more),
+    return LoadedRun(run_id, paths, record, trace, ops, tracetables.why_no_trace([r.run for r in records], tables, trace, more),
                      tuple(problems), tuple(warnings + more + _cpu_gaps(record)))
 
 

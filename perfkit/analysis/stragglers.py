@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis.cpu import CpuSamples, host_budgets, worker_hosts, worker_ticks
-from perfkit.analysis.traces import V2_COLUMNS, overlap_share
+from perfkit.analysis.tracetables import V2_COLUMNS, overlap_share
 from perfkit.results import RunRecord
 
 FLAG_BELOW = 0.75

@@ -15,7 +15,7 @@ worker's median busy time:
 - ``transfer'`` is what a balanced cluster pays per step for its all-reduces: the smaller of two upper
   bounds, and the verdict says which. (a) The run's own transfer (median over steps of the min over workers
   of the exposed all-reduce), too large when the last worker to arrive does its share of the exchange
-  inside a throttled budget. (b) The workers' calibration after training (``trainer/calibrate.py``): one
+  inside a throttled budget. (b) The workers' calibration after training (``trainer/worker/calibrate.py``): one
   all-reduce of the gradients plus K of one float, K being the traced collectives per step less the
   gradients' one, too large because in a step the scalar all-reduces partly run under the small ops
   between them. Where the slowest worker (the last to reach every all-reduce, so the one whose exposed

@@ -25,8 +25,7 @@ ARMS = ("gradients", "one pack", "one float", "step")
 
 def _join(index: int, ports: list[int], parent: int) -> tuple[Any, dict[str, Any]]:
     """Pin, cap the pools and join: all before TensorFlow's context starts, which fixes both for good."""
-    from perfkit.trainer.guard import die_with_launcher
-    from perfkit.trainer.worker_main import apply_cpu_limits
+    from perfkit.trainer.worker.guard import apply_cpu_limits, die_with_launcher
 
     die_with_launcher(parent)  # the kernel kills this worker if the benchmark dies, even by kill -9
     cores = sorted(os.sched_getaffinity(0))
@@ -35,7 +34,7 @@ def _join(index: int, ports: list[int], parent: int) -> tuple[Any, dict[str, Any
     os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
                                           "task": {"type": "worker", "index": index}})
     from perfkit._tf import tf
-    from perfkit.trainer.strategy import multi_worker
+    from perfkit.trainer.worker.strategy import multi_worker
 
     t = tf()
     strategy, _ = multi_worker()
@@ -106,7 +105,7 @@ def worker_main(argv: list[str]) -> int:
     ports = [int(x) for x in a.ports.split(",")]
     strategy, info = _join(a.worker, ports, a.parent)
     from perfkit._tf import tf
-    from perfkit.trainer.model import build_model
+    from perfkit.workloads.botdetector.model import build_model
 
     t = tf()
     shapes = [tuple(v.shape) for v in build_model(a.sequence_length, N_FEATURES).trainable_variables]

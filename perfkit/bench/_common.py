@@ -37,16 +37,31 @@ _STOP_GRACE_S = 30.0
 # ----------------------------------------------------------------------------------------------- options
 def make_parser(name: str, doc: str | None, *, default_preset: str | None = "quick",
                 default_repeats: int = 3) -> argparse.ArgumentParser:
-    """The options every benchmark takes; ``--smoke`` means the tiny preset and one repeat."""
+    """The options every benchmark takes; ``--smoke`` means the tiny preset (trainings at ``smoke_size``) and
+    one repeat."""
     p = argparse.ArgumentParser(prog=f"python -m perfkit.bench {name}", description=(doc or name).strip().splitlines()[0])
     if default_preset is not None:
         p.add_argument("--preset", choices=list(PRESETS), default=default_preset, help="workload size")
     p.add_argument("--repeats", type=int, default=default_repeats, help="measurements per arm (interleaved)")
-    p.add_argument("--smoke", action="store_true", help="smallest run (tiny preset, 1 repeat) for the tests")
+    p.add_argument("--smoke", action="store_true", help="smallest run (tiny preset, few steps, 1 repeat) for the tests")
     p.add_argument("--results-root", type=Path, default=Path("results"),
                    help="JSON goes to ROOT/bench/, runs to ROOT/bench/runs/, the data cache is ROOT/datasets")
     p.add_argument("--timeout", type=float, default=None, help="seconds per subprocess (default: by preset)")
     return p
+
+
+# --smoke trainings: the tiny preset (batch 256) cut to 4 training steps and 1 validation step an epoch, the
+# smallest size whose default trace window (3 steps in: ``tracewindow.resolve``) still holds 2 steps and
+# whose verification window (``analysis.verify.verification_window``: >= 3 steps an epoch) is not "off".
+# A run's time is mostly start-up and the first step's graph building, whatever the size.
+SMOKE_PLAYERS = (1024, 256)
+
+
+def smoke_size(args: argparse.Namespace) -> list[str]:
+    """``perfkit run`` flags that size a --smoke training (none otherwise: the preset's sizes)."""
+    if not getattr(args, "smoke", False):
+        return []
+    return ["--train-players", str(SMOKE_PLAYERS[0]), "--test-players", str(SMOKE_PLAYERS[1])]
 
 
 def finish_args(args: argparse.Namespace) -> argparse.Namespace:

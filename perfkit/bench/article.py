@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit.bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, heading, interleave,
-                           make_parser, markdown_table, progress, ratios, run_measured, stats)
+                           make_parser, markdown_table, progress, ratios, run_measured, smoke_size, stats)
 from perfkit.bench._runs import Training, perfkit_run, runs_dir, training_summary
 
 NAME = "article"
@@ -32,7 +32,7 @@ DEFAULT_CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "blog-clust
 
 
 def run_pair(args: argparse.Namespace, runs: Path) -> dict[str, list[Training]]:
-    base = ["--preset", args.preset]
+    base = ["--preset", args.preset, *smoke_size(args)]
     arms = {
         "single": lambda i: perfkit_run(f"single #{i + 1}", ["--mode", "single", *base], runs, args.timeout),
         "multi": lambda i: perfkit_run(f"multi #{i + 1}", ["--mode", "multi", "--cluster", str(args.cluster), *base],

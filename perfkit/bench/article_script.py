@@ -44,12 +44,12 @@ def get_strategy() -> Any:
     return strategy
 
 
-def get_data(preset: str, cache_dir: Path) -> Any:
-    from perfkit.trainer.data import prepare
+def get_data(preset: str, cache_dir: Path, train_players: int | None = None, test_players: int | None = None) -> Any:
+    from perfkit.workloads.botdetector.data import prepare
 
     p = get_preset(preset)
-    return prepare(data_path=None, cache_dir=cache_dir, train_players=p.train_players,
-                   test_players=p.test_players, seed=p.seed, sequence_length=p.sequence_length)
+    return prepare(data_path=None, cache_dir=cache_dir, train_players=train_players or p.train_players,
+                   test_players=test_players or p.test_players, seed=p.seed, sequence_length=p.sequence_length)
 
 
 def clean_data(data: Any, sequence_length: int) -> tuple[Any, ...]:
@@ -70,7 +70,7 @@ def create_dataset(batch_size: int, num_workers: int, c_data: tuple[Any, ...]) -
 
 
 def build_and_compile_cnn_model() -> Any:
-    from perfkit.trainer.model import build_model
+    from perfkit.workloads.botdetector.model import build_model
     return build_model(sequence_length, 18)
 
 
@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", choices=list(PRESETS), default="quick")
     p.add_argument("--cache-dir", type=Path, default=Path("results/datasets"))
+    p.add_argument("--train-players", type=int, default=None, help="override the preset's (as perfkit run)")
+    p.add_argument("--test-players", type=int, default=None, help="override the preset's (as perfkit run)")
     args = p.parse_args(argv)
     preset = get_preset(args.preset)
 
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     num_workers = 1  # 机器个数
     sequence_length = preset.sequence_length  # 样本时间步长 (article: 7)
     strategy = get_strategy()
-    data = get_data(args.preset, args.cache_dir)
+    data = get_data(args.preset, args.cache_dir, args.train_players, args.test_players)
     c_data = clean_data(data, sequence_length)
     train_datasets, test_datasets, steps_per_epoch_size, test_steps = create_dataset(batch_size, num_workers, c_data)
     print("steps_per_epoch_size,test_steps:", steps_per_epoch_size, test_steps)

@@ -22,7 +22,7 @@ import argparse
 import time
 from typing import Any
 
-from perfkit.trainer.model import DENSE_UNITS, LSTM_UNITS
+from perfkit.workloads.botdetector.model import DENSE_UNITS, LSTM_UNITS
 
 LSTM_ELEMENTWISE_PER_UNIT = 17
 TRAIN_OVER_FORWARD = 3

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perfkit.bench._common import (Report, conclude, finish_args, fmt, fmt_range, heading, interleave, make_parser,
-                           markdown_table, progress, ratios)
+                           markdown_table, progress, ratios, smoke_size)
 from perfkit.bench._runs import Training, perfkit_run, runs_dir, training_summary
 
 NAME = "multiworker"
@@ -26,7 +26,7 @@ TARGET_TWO_WORKERS = 1.05
 
 def arms(args: argparse.Namespace) -> dict[str, Callable[[int], Training]]:
     runs = runs_dir(args.results_root, NAME, args.stamp)
-    base = ["--preset", args.preset]
+    base = ["--preset", args.preset, *smoke_size(args)]
 
     def arm(label: str, extra: list[str]) -> Callable[[int], Training]:
         return lambda i: perfkit_run(f"{label} #{i + 1}", [*extra, *base], runs, args.timeout)

@@ -15,37 +15,38 @@ from __future__ import annotations
 
 import argparse
 
-from perfkit.bench._common import (Report, conclude, finish_args, fmt_range, heading, interleave, make_parser,
-                                   markdown_table, progress, ratio_sentence, ratios)
+from perfkit.bench._common import (SMOKE_PLAYERS, Report, conclude, finish_args, fmt_range, heading, interleave,
+                                    make_parser, markdown_table, progress, ratio_sentence, ratios, smoke_size)
 from perfkit.bench._runs import Training, perfkit_run, runs_dir, script_run, training_summary
 from perfkit.config import get_preset
-from perfkit.profiler.trace import AUTO_LENGTH
+from perfkit.profiler.tracewindow import AUTO_LENGTH
 
 NAME = "overhead"
 TARGET_RATIO = 1.03
 SAMPLE_INTERVAL_S = 0.5
 
 
-def profile_window(preset: str) -> str:
+def profile_window(preset: str, train_players: int | None = None) -> str:
     """A 10-step window early in epoch 2 (epoch 1 when there is one), as ``--profile-steps auto`` picks."""
     p = get_preset(preset)
-    steps = p.train_players // p.batch_size
+    steps = (train_players or p.train_players) // p.batch_size
     epoch_start = steps if p.epochs > 1 else 0
     first = epoch_start + min(2, max(0, steps - 1)) + 1
     return f"{first}-{min(first + AUTO_LENGTH - 1, epoch_start + steps)}"
 
 
 def measure(args: argparse.Namespace) -> Report:
+    sizes = smoke_size(args)  # both sides train the same (smaller) data under --smoke
     report = Report(NAME, {"preset": args.preset, "repeats": args.repeats, "sample_interval_s": SAMPLE_INTERVAL_S,
-                           "profile_steps": profile_window(args.preset)})
+                           "profile_steps": profile_window(args.preset, SMOKE_PLAYERS[0] if sizes else None)})
     report.targets = {"steady_epoch_ratio_max": TARGET_RATIO}
     runs = runs_dir(args.results_root, NAME, args.stamp)
     cache = str(runs / "datasets")
     instrumented = ["--mode", "single", "--preset", args.preset, "--sample-interval", str(SAMPLE_INTERVAL_S),
-                    "--profile-steps", report.params["profile_steps"]]
+                    "--profile-steps", report.params["profile_steps"], *sizes]
     arms = {
         "bare": lambda i: script_run(f"bare #{i + 1}", "perfkit.bench.bare_workload",
-                                     ["--preset", args.preset, "--cache-dir", cache], args.timeout),
+                                     ["--preset", args.preset, "--cache-dir", cache, *sizes], args.timeout),
         "instrumented": lambda i: perfkit_run(f"instrumented #{i + 1}", instrumented, runs, args.timeout),
     }
     got: dict[str, list[Training]] = interleave(arms, args.repeats, progress)

@@ -2,7 +2,7 @@
 
 A/B interleaved, same data and cluster (``--mode ps --workers 2``, one parameter server):
 - clock: ``perfkit run --mode ps`` as a user runs it, each worker's steps timed in the step's graph and
-  written to a table on the parameter server (perfkit/trainer/ps.py);
+  written to a table on the parameter server (perfkit/trainer/worker/ps.py);
 - no clock: the same run with ``PERFKIT_PS_STEP_CLOCK=0`` (the chief's epochs only).
 The figure is the chief's steady epoch (train + validation; median over epochs after the first) and the
 ratio clock / no clock, paired by round.
@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 
 from perfkit.bench._common import (Report, conclude, finish_args, fmt_range, heading, interleave, make_parser,
-                                   markdown_table, progress, ratio_sentence, ratios)
+                                    markdown_table, progress, ratio_sentence, ratios, smoke_size)
 from perfkit.bench._runs import Training, perfkit_run, runs_dir, training_summary
-from perfkit.trainer.ps import CLOCK_ENV
+from perfkit.trainer.worker.ps import CLOCK_ENV
 
 NAME = "ps-clock"
 TARGET_RATIO = 1.03
@@ -27,7 +27,7 @@ def measure(args: argparse.Namespace) -> Report:
     report = Report(NAME, {"preset": args.preset, "repeats": args.repeats, "workers": 2, "ps": 1})
     report.targets = {"steady_epoch_ratio_max": TARGET_RATIO}
     runs = runs_dir(args.results_root, NAME, args.stamp)
-    common = ["--mode", "ps", "--workers", "2", "--preset", args.preset]
+    common = ["--mode", "ps", "--workers", "2", "--preset", args.preset, *smoke_size(args)]
     arms = {
         "clock": lambda i: perfkit_run(f"clock #{i + 1}", common, runs, args.timeout),
         "no clock": lambda i: perfkit_run(f"no clock #{i + 1}", common, runs, args.timeout, env={CLOCK_ENV: "0"}),

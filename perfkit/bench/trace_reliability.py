@@ -7,7 +7,7 @@ Smaller data crash less often (0 of 12 two-worker runs at 16,384 players), so th
 README's first command trains. Arms:
 
 - ``in-process`` (the default launch): ``tf.profiler.experimental.start/stop`` from the Keras callback,
-  with freed memory poisoned while the profiler stops (``trace.freed_memory_poisoned``); a worker killed
+  with freed memory poisoned while the profiler stops (``tracewindow.freed_memory_poisoned``); a worker killed
   inside the capture restarts the cluster from the last completed epoch and the window is traced again,
   up to ``--profile-retries`` times. The first attempt of each run is exactly the launch without retries,
   so the same runs also give that arm's rate ("first attempt").
@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from perfkit.bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, heading, make_parser,
-                           markdown_table, progress, run_measured)
+                                    markdown_table, progress, run_measured)
 from perfkit.bench._runs import printed_run_dir, runs_dir
 from perfkit.config import RunConfig
+from perfkit.profiler.tracewindow import AUTO_LENGTH
 
 NAME = "trace-reliability"
 BATCH = 1024
@@ -53,7 +54,7 @@ ARMS = ("in-process", "unguarded", "epoch-end")
 
 def arm_env(arm: str) -> dict[str, str]:
     """The arm's environment: ``unguarded`` stops the profiler without poisoning freed memory."""
-    from perfkit.profiler.trace import POISON_ENV
+    from perfkit.profiler.tracewindow import POISON_ENV
 
     env = env_with_repo()
     env.pop(POISON_ENV, None)
@@ -200,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     args = finish_args(args)
     args.timeout = timeout or 900.0  # one 2-epoch run takes about a minute; a hung one is cut off
     if args.smoke:
-        args.runs, args.workers, args.arms, args.players = 1, [2], ["in-process"], [16384, 4096]
+        # The smallest epoch that still has an untraced step after the auto window (steps 3-12 of epoch 2)
+        # for the overhead figure, and the smallest test set --players allows.
+        args.runs, args.workers, args.arms = 1, [2], ["in-process"]
+        args.players = [(3 + AUTO_LENGTH) * BATCH, 2 * BATCH]
         args.clusters = []
     if args.runs < 1 or (args.workers and min(args.workers) < 2) or not (args.workers or args.clusters):
         raise SystemExit("--runs: at least 1; --workers: counts >= 2, e.g. 2,4 (or none, with --clusters)")

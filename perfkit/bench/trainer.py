@@ -21,7 +21,8 @@ import sys
 from typing import Any
 
 from perfkit.bench._common import (Report, conclude, env_with_repo, finish_args, fmt, fmt_range, heading, interleave,
-                           make_parser, markdown_table, progress, ratios, run_measured, stats, VERDICT_WORD)
+                           make_parser, markdown_table, progress, ratios, run_measured, smoke_size, stats,
+                           VERDICT_WORD)
 from perfkit.bench._runs import perfkit_run, runs_dir, script_json, script_run, training_summary
 from perfkit.bench.flops import forward_flops_per_sample, train_flops_per_sample
 
@@ -44,10 +45,11 @@ def measure(args: argparse.Namespace) -> Report:
     report.targets = {"samples_per_s_ratio_min": TARGET_RATIO, "samples_per_s_ratio_stretch": STRETCH_RATIO}
     runs = runs_dir(args.results_root, NAME, args.stamp)
     cache = str(runs / "datasets")
+    sizes = smoke_size(args)  # both sides train the same (smaller) data under --smoke
     arms = {
         "article": lambda i: script_run(f"article #{i + 1}", "perfkit.bench.article_script",
-                                        ["--preset", args.preset, "--cache-dir", cache], args.timeout),
-        "perfkit": lambda i: perfkit_run(f"perfkit #{i + 1}", ["--mode", "single", "--preset", args.preset],
+                                        ["--preset", args.preset, "--cache-dir", cache, *sizes], args.timeout),
+        "perfkit": lambda i: perfkit_run(f"perfkit #{i + 1}", ["--mode", "single", "--preset", args.preset, *sizes],
                                          runs, args.timeout),
     }
     got = interleave(arms, args.repeats, progress)

@@ -22,7 +22,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from perfkit.bench._common import Report, conclude, finish_args, fmt, heading, make_parser, markdown_table, progress
+from perfkit.bench._common import (Report, conclude, finish_args, fmt, heading, make_parser, markdown_table, progress,
+                                    smoke_size)
 from perfkit.bench._runs import perfkit_run, runs_dir
 
 NAME = "whatif"
@@ -52,14 +53,14 @@ def one(name: str, hosts: list[tuple[str, float, int]], args: argparse.Namespace
     from perfkit.analysis.whatif import budgets_text, parse_budgets
     from perfkit.errors import UsageError
     from perfkit.results import load_meta
-    from perfkit.trainer.cpubudget import available_cores
+    from perfkit.trainer.hosts.cpubudget import available_cores
 
     cores = float(len(available_cores()))
     runs = runs_dir(args.results_root, NAME, args.stamp)
     slug = name.replace(" ", "-").replace("/", "_")
     path = runs / f"{slug}-{i}.toml"
     path.write_text(cluster_toml(hosts, cores))
-    base = ["--mode", "multi", "--preset", args.preset, "--epochs", str(args.epochs)]
+    base = ["--mode", "multi", "--preset", args.preset, "--epochs", str(args.epochs), *smoke_size(args)]
     unequal = perfkit_run(f"{name} #{i + 1}", [*base, "--cluster", str(path)], runs, args.timeout)
     out: dict[str, Any] = {"cluster": name, "what": "equal workers", "unequal": unequal.to_dict()}
     if unequal.error:

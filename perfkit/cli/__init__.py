@@ -9,23 +9,25 @@ import sys
 
 import typer
 
+from perfkit.cli._shared import app
 from perfkit.errors import PerfkitError
 
-app = typer.Typer(
-    name="perfkit",
-    help="How much faster is a multi-worker TensorFlow run than the single-machine baseline, and why not more.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+__all__ = ["app", "main"]
 
 
 def _register() -> None:
     # Each command module adds itself to `app`; imported here so that `perfkit --help` sees them all
     # while TensorFlow itself stays unimported until a command needs it.
-    from perfkit.cli import compare, data, launch, run, runs, tensorboard  # noqa: F401
-    from perfkit.cli import analyze  # noqa: F401
-    from perfkit.cli import bench  # noqa: F401
+    from perfkit.cli import (  # noqa: F401
+        analyze,  # noqa: F401
+        bench,  # noqa: F401
+        compare,
+        data,
+        launch,
+        run,
+        runs,
+        tensorboard,
+    )
 
 
 def _interrupt_on_term_and_hangup() -> None:

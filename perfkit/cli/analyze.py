@@ -6,22 +6,12 @@ analysis modules are imported inside the command, so ``perfkit analyze --help`` 
 
 from __future__ import annotations
 
-import sys
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from perfkit.cli import app
-
-if TYPE_CHECKING:
-    from perfkit.analysis.result import Analysis
-
-
-class Format(str, Enum):
-    table = "table"
-    json = "json"
+from perfkit.cli._shared import Format, app, default_html_path, write_outputs
 
 
 @app.command("analyze")
@@ -57,50 +47,9 @@ def analyze_command(
             raise UsageError(f"{flag}: {path} is a directory; give a file path")
 
     from perfkit.analysis.analyze import analyze
+    from perfkit.results import is_folder_of_runs
 
     if run_dirs and len(run_dirs) == 1 and is_folder_of_runs(run_dirs[0]):
         results_dir, run_dirs = run_dirs[0], None  # e.g. a Slurm job's shared results folder
     analysis = analyze(run_dirs or None, results_dir, baseline)
     write_outputs(analysis, fmt, output, None if no_html else (html or default_html_path(results_dir)), csv)
-
-
-def is_folder_of_runs(path: Path) -> bool:
-    """A directory holding runs (each with a run.json), not itself a run."""
-    from perfkit.results import RUN_FILE, iter_run_dirs
-
-    return path.is_dir() and not (path / RUN_FILE).is_file() and next(iter_run_dirs(path), None) is not None
-
-
-def default_html_path(results_dir: Path) -> Path:
-    from datetime import datetime, timezone
-
-    return results_dir / "analysis" / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") / "report.html"
-
-
-def write_outputs(analysis: Analysis, fmt: Format, output: Path | None, html: Path | None, csv: Path | None,
-                  verdict_last: bool = False) -> None:
-    from rich.console import Console
-
-    from perfkit.analysis import report_json
-
-    console = Console(width=None if sys.stdout.isatty() else 120)
-    notes = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
-    if fmt is Format.json:
-        if output is None:
-            sys.stdout.write(report_json.to_json(analysis))
-        else:
-            report_json.write_json(analysis, output)
-            notes.print(f"JSON: {output}", highlight=False)
-    else:
-        from perfkit.analysis.report_console import render
-
-        render(analysis, console, verdict_last=verdict_last)
-    if csv is not None:
-        report_json.write_csv(analysis, csv)
-        (notes if fmt is Format.json else console).print(f"CSV: {csv}", highlight=False)
-    if html is not None:
-        from perfkit.analysis.report_html import write_html
-
-        write_html(analysis, html)
-        # soft_wrap: a path is never broken across lines (it is copied, or read by scripts)
-        (notes if fmt is Format.json else console).print(f"HTML report: {html}", highlight=False, soft_wrap=True)

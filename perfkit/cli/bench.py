@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from perfkit.cli import app
+from perfkit.cli._shared import app
 
 
 def _names() -> dict[str, tuple[str, str]]:

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from perfkit.cli import app
+from perfkit.cli._shared import Format, app, default_html_path, train_once, write_outputs
 from perfkit.config import PRESETS, Mode, RunConfig
 from perfkit.errors import UsageError
 
@@ -48,14 +48,12 @@ def compare_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No training progress; still the verdict.")] = False,
 ) -> None:
     """Run single, then multi (and ps), on the same data, and say how much faster each was and why not more."""
-    from perfkit.cli.analyze import Format, default_html_path, write_outputs
-    from perfkit.cli.run import train_once
-
     if cluster is not None and workers is not None:
         raise UsageError("--cluster/--workers: give one of them, not both")
     if html is not None and html.is_dir():
         raise UsageError(f"--html: {html} is a directory; give a file path")
     # Everything is checked before the first minute of training is spent.
+    from perfkit.trainer.options import compare_clusters, parse_modes
     from perfkit.workloads import config_overrides
 
     chosen = parse_modes(modes)
@@ -66,8 +64,8 @@ def compare_command(
     cfgs = {m: RunConfig.from_preset(Mode(m), preset, epochs=epochs, label=label, **profiling) for m in chosen}
     if "ps" in cfgs:
         cfgs["ps"] = replace(cfgs["ps"], profile_steps="off")
-    clusters = _cluster_runs(cfgs, workers, cluster, ps, pin, connect_timeout, allow_unenforced)
-    from perfkit.trainer.hostenv import preflight
+    clusters = compare_clusters(cfgs, workers, cluster, ps, pin, connect_timeout, allow_unenforced)
+    from perfkit.trainer.hosts.hostenv import preflight
 
     opts = clusters.get("multi")
     if verify and not opts.emulate:
@@ -102,72 +100,9 @@ def compare_command(
     write_outputs(analysis, Format.table, None, html or default_html_path(results_dir), None, verdict_last=True)
 
 
-def parse_modes(text: str) -> list[str]:
-    """``single,multi,ps`` -> the modes in run order, single first; a one-line error for anything else."""
-    given = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in given if m not in ("single", "multi", "ps")]
-    if bad or "single" not in given or len(given) < 2 or len(set(given)) < len(given):
-        raise UsageError(f"--modes: {text!r} must list single (the baseline) and at least one of multi, ps, each "
-                         f"once, comma-separated (e.g. single,multi,ps)")
-    return [m for m in ("single", "multi", "ps") if m in given]
-
-
-def _cluster_runs(cfgs: dict[str, RunConfig], workers: int | None, cluster: Path | None, ps: int | None, pin: bool,
-                  connect_timeout: float, allow_unenforced: bool) -> dict[str, Any]:
-    """The cluster options of each non-baseline mode, checked before anything runs. One cluster file serves
-    both: multi runs its hosts' workers only, ps also their parameter servers and the chief."""
-    from perfkit.cli.run import multi_options
-
-    if ps is not None and "ps" not in cfgs:
-        raise UsageError("--ps: only with ps in --modes")
-    n = workers if cluster is None and workers is not None else (None if cluster else 2)
-    out: dict[str, Any] = {}
-    for m in ("multi", "ps"):
-        if m not in cfgs:
-            continue
-        o = multi_options(n, cluster, None, None, False, pin, connect_timeout, 0, mode=Mode(m),
-                          ps=ps if m == "ps" else None, workers_only=m == "multi")
-        if m == "multi" and cfgs[m].batch_size % o.cluster.num_workers:
-            raise UsageError(f"--workers: the global batch {cfgs[m].batch_size} does not divide among "
-                             f"{o.cluster.num_workers} workers")
-        out[m] = replace(o, allow_unenforced=allow_unenforced)
-    return out
-
-
 def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Path, quiet: bool, what: str) -> Path:
-    """Run the configuration that realises ``run``'s what-if (same data and workload): the equal-workers
-    budgets, or the proposed workers per host at the budgets the run had."""
-    from perfkit._atomic import atomic_write
-    from perfkit.analysis.cpu import requested_budgets
-    from perfkit.analysis.verify import (equal_cluster_toml, placement_cluster_toml, prediction, proposed_workers,
-                                         verification_window_of)
-    from perfkit.analysis.whatif import budgets_text, parse_budgets
-    from perfkit.cli.run import train_once
-    from perfkit.cluster import load_cluster
-    from perfkit.errors import UsageError
-    from perfkit.results import load_meta
-    from perfkit.trainer.cpubudget import available_cores
+    """Run the configuration that realises ``run``'s what-if (same data and workload)."""
+    from perfkit.trainer.options import verification
 
-    row = next(analysis.runs[analysis.runs["run_id"] == run.name].itertuples(index=False))
-    meta, cores = load_meta(run), float(len(available_cores()))
-    if what == "placement":
-        if row.placement_epoch_s != row.placement_epoch_s:  # NaN: the proposal moves nobody
-            raise UsageError(f"--verify: the placement what-if of {run.name} proposes the placement it ran with "
-                             f"({row.placement_now} on {row.placement_hosts}): nothing to run")
-        applied = requested_budgets(meta)  # as the run asked: the verification applies them the same way
-        text = placement_cluster_toml(meta, applied, proposed_workers(row), cores)
-        pred, name = prediction(row, what, budgets_text(applied)), "verify-placement.toml"
-    else:
-        if row.equal_epoch_s != row.equal_epoch_s:  # NaN
-            raise UsageError(f"--verify: {run.name} has no equal-workers what-if to verify ({row.split_note})")
-        if not isinstance(row.equal_budgets, str) or not row.equal_budgets:
-            raise UsageError(f"--verify: {run.name} ran on one host: no per-host budgets realise equal workers")
-        text = equal_cluster_toml(meta, parse_budgets(row.equal_budgets), cores)
-        pred, name = prediction(row), "verify-cluster.toml"
-    path = run / name
-    atomic_write(path, lambda f: f.write(text.encode()))
-    verify_opts = replace(opts, cluster=load_cluster(path))
-    suffix = "verify-placement" if what == "placement" else "verify"
-    window = verification_window_of(run)
-    return train_once(replace(cfg, label=f"{cfg.label}-{suffix}" if cfg.label else suffix, profile_steps=window),
-                      verify_opts, results_dir, None, quiet, extra_meta={"verifies": pred})
+    vcfg, vopts, extra = verification(analysis, run, cfg, opts, what)
+    return train_once(vcfg, vopts, results_dir, None, quiet, extra_meta=extra)

@@ -12,19 +12,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from perfkit.cli import app
+from perfkit.cli._shared import app
 from perfkit.config import PRESETS, get_preset
 from perfkit.errors import UsageError
-from perfkit.trainer.data import (
-    FEATURES,
-    ID_COL,
-    LABEL_COL,
-    SUFFIXES,
-    dataset_cache_path,
-    load_table,
-    write_table,
-)
-from perfkit.trainer.synth import generate
+from perfkit.workloads.botdetector.data import (FEATURES, ID_COL, LABEL_COL, SUFFIXES, dataset_cache_path, load_table,
+                                                write_table)
+from perfkit.workloads.botdetector.synth import generate
 
 data_app = typer.Typer(
     help="Generate the synthetic bot-detection dataset, or check a table of your own.",

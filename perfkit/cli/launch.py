@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from perfkit.cli import _options as opt
-from perfkit.cli import app
+from perfkit.cli import _shared as opt
+from perfkit.cli._shared import app, print_summary, progress_observer
 from perfkit.config import Mode
-from perfkit.errors import UsageError
 
 
 @app.command("launch", context_settings={"allow_interspersed_args": False})
@@ -45,30 +43,14 @@ def launch_command(
 ) -> None:
     """Run COMMAND once per worker (perfkit launch --workers 2 -- python train.py ARGS); a script using
     perfkit.record gets steps, epochs and a trace window, any other gets CPU, memory and exit status."""
-    from perfkit.cli.run import multi_options, print_summary, progress_observer
-    from perfkit.profiler.trace import check_spec
-    from perfkit.trainer.command import UserCommand
-    from perfkit.trainer.launch import LaunchOptions, run_launch
+    from perfkit.trainer.command import run_launch
+    from perfkit.trainer.options import launch_options
 
-    if not 0.05 <= sample_interval <= 60:
-        raise UsageError("--sample-interval: must be between 0.05 and 60 seconds")
-    if stall_timeout <= 0:
-        raise UsageError("--stall-timeout: must be > 0 seconds")
-    if mode is Mode.ps:
-        raise UsageError("--mode: ps is for perfkit run (perfkit's own chief, workers and parameter servers); "
-                         "perfkit launch runs your command with --mode single or multi")
-    if mode is Mode.multi:
-        opts = multi_options(workers, cluster, None, None, emulate, pin, connect_timeout, max_restarts,
-                             cluster_from, base_port)
-    else:
-        if workers not in (None, 1) or cluster is not None or emulate or cluster_from is not None:
-            raise UsageError("--workers/--cluster/--emulate/--cluster-from: only with --mode multi")
-        opts = multi_options(1, None, None, None, False, pin, connect_timeout, max_restarts)
-    passed_on = opts.scheduler.tf_config if opts.scheduler is not None else None
-    lopts = LaunchOptions(UserCommand.checked(command, mode is Mode.multi, passed_on), mode,
-                          "off" if no_profile else check_spec(profile_steps), sample_interval=sample_interval,
-                          label=label)
-    opts = replace(opts, stall_timeout=stall_timeout, allow_unenforced=allow_unenforced)
+    lopts, opts = launch_options(command, mode, workers=workers, cluster=cluster, emulate=emulate, pin=pin,
+                                 connect_timeout=connect_timeout, stall_timeout=stall_timeout,
+                                 max_restarts=max_restarts, cluster_from=cluster_from, base_port=base_port,
+                                 allow_unenforced=allow_unenforced, profile_steps="off" if no_profile else profile_steps,
+                                 sample_interval=sample_interval, label=label)
     console = Console(quiet=quiet)
     observer = progress_observer(console, quiet)
     try:

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from perfkit.cli import app
+from perfkit.cli._shared import app
 from perfkit.results import RunMeta
 
 
@@ -20,8 +20,8 @@ def runs_command(
     results_dir: Annotated[Path, typer.Option(help="Where run directories live.")] = Path("results"),
 ) -> None:
     """List runs with status, mode, preset, epochs, steady epoch time and trace captures."""
+    from perfkit.analysis.renderers.console import fmt
     from perfkit.analysis.summary import summarize
-    from perfkit.cli._render import fmt
     from perfkit.errors import ResultsError, UsageError
     from perfkit.results import RunRecord, iter_run_dirs
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from perfkit.cli import app
+from perfkit.cli._shared import app
 
 
 @app.command("tensorboard")

@@ -1,11 +1,16 @@
-"""A user's own command as the launcher's worker (``perfkit launch -- python train.py ...``).
+"""``perfkit launch``: a user's own command started once per worker, under the launcher ``perfkit run``
+uses (placement, CPU budgets, sampler, connect/stall/death detection, Ctrl-C, restarts), into one run.
+
+A command that uses ``perfkit.record`` records its steps, epochs and trace window into its worker's part;
+one that does not still gets each process's CPU, memory and exit status, and the analysis lists the run as
+one without step records.
 
 The launcher, its placement, CPU budgets, sampler, death and stall detection are the ones ``perfkit run``
 uses; only what is started differs. Each worker's command gets what a cluster scheduler would give it:
 ``TF_CONFIG`` (multi mode; the launcher's own is never passed on), and ``PERFKIT_RUN_DIR`` /
 ``PERFKIT_WORKER_INDEX`` for ``perfkit.record`` to find its part of the run. TensorFlow's thread pools are
 capped through ``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS``, which TensorFlow reads when it
-starts, and the cores are pinned by ``perfkit.trainer.guard`` before the command starts.
+starts, and the cores are pinned by ``perfkit.trainer.worker.guard`` before the command starts.
 """
 
 from __future__ import annotations
@@ -16,15 +21,19 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from perfkit.cluster import ClusterSpec
+from perfkit.config import Mode, sanitize_id
 from perfkit.errors import UsageError
+from perfkit.events import NullObserver, Observer
 from perfkit.results import RunDir
-from perfkit.trainer.cpubudget import Placement
-from perfkit.trainer.launcher import worker_env
-
-RUN_DIR_VAR = "PERFKIT_RUN_DIR"
-INDEX_VAR = "PERFKIT_WORKER_INDEX"
+from perfkit.trainer.hosts.cpubudget import Placement
+from perfkit.trainer.hosts.hostenv import HostEnv
+from perfkit.trainer.multi import (MultiOptions, Supervision, placement_meta, placements_payload, run_dir_id,
+                                   supervise_run, warn_setup)
+from perfkit.trainer.processes import worker_env
+from perfkit.trainer.worker.part import INDEX_VAR, RUN_DIR_VAR, command_identity, plan_config
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class UserCommand:
 
     def command(self, run: RunDir, placement: Placement) -> list[str]:
         cores = ",".join(str(c) for c in placement.cores) if placement.cores else "-"
-        return [sys.executable, "-m", "perfkit.trainer.guard", str(os.getpid()), cores, "--", *self.argv]
+        return [sys.executable, "-m", "perfkit.trainer.worker.guard", str(os.getpid()), cores, "--", *self.argv]
 
     def environment(self, run: RunDir, cluster: ClusterSpec, placement: Placement) -> dict[str, str]:
         env = worker_env()
@@ -62,3 +71,61 @@ class UserCommand:
         # MultiWorkerMirroredStrategy needs tf-keras (keras-team/keras#20585); a user's own setting wins.
         env.setdefault("TF_USE_LEGACY_KERAS", "1")
         return env
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    command: UserCommand
+    mode: Mode
+    profile_steps: str = "auto"
+    profile_retries: int = 3
+    sample_interval: float = 0.5
+    label: str | None = None
+
+    def config(self) -> dict[str, Any]:
+        """run.json's config: what the analysis reads (epochs and batch are filled in from the recorder)."""
+        return {"mode": self.mode.value, "workload": "command", "epochs": None, "batch_size": None,
+                "profile_steps": self.profile_steps, "profile_retries": self.profile_retries,
+                "sample_interval": self.sample_interval, "label": self.label}
+
+
+def run_launch(lopts: LaunchOptions, opts: MultiOptions, results_dir: str | Path, observer: Observer | None = None,
+               run_id: str | None = None) -> Path:
+    observer = observer or NullObserver()
+    results_dir = Path(results_dir)
+    rid = run_dir_id(run_id, opts, lopts.mode.value, lopts.label)
+    dir_name = f"{rid}--{sanitize_id(opts.part)}" if opts.part else rid
+    RunDir.path_for(results_dir, dir_name)
+    env = HostEnv.setup(opts.cluster, opts.local_workers, opts.part, opts.emulate, opts.pin, opts.allow_unenforced,
+                        dir_name)
+    try:
+        warn_setup(env, observer)
+        config = lopts.config()
+        run = RunDir.create(results_dir, dir_name, {
+            "run_id": rid, "mode": lopts.mode.value, "strategy": None, "preset": None, "config": config,
+            "workload": command_identity(list(lopts.command.argv)),
+            "launch": {"command": list(lopts.command.argv), "recorded": None}, **placement_meta(opts, env)})
+        env.janitor.register("glob", run.path / "tensorboard" / ".capture-*")
+
+        def payload(attempt: int, spec: str | None) -> dict[str, Any]:
+            return {"run_id": rid, "config": {**config, "profile_steps": spec or lopts.profile_steps},
+                    "cluster": env.cluster.to_dict(), "launcher_pid": os.getpid(), "attempt": attempt,
+                    "connect_timeout": opts.connect_timeout, "workers": placements_payload(env),
+                    "command": list(lopts.command.argv)}
+
+        try:
+            supervise_run(run, env, opts, observer, Supervision(payload, lopts.sample_interval, lopts.profile_steps,
+                                                                spawn=lopts.command))
+        finally:
+            _record_plan(run, config)
+        return run.path
+    finally:
+        for line in env.close():
+            observer.warning(f"could not remove {line}")
+
+
+def _record_plan(run: RunDir, config: dict[str, Any]) -> None:
+    """The plan the workers' recorders reported (epochs, global batch), or that none recorded anything."""
+    plans = [w.get("plan") for w in run.meta.get("workers") or [] if w.get("plan")]
+    run.update(config={**config, **plan_config(plans[0] if plans else None)},
+               launch={**run.meta["launch"], "recorded": bool(plans)})

@@ -19,13 +19,13 @@ from typing import Any
 from perfkit.cluster import ClusterSpec
 from perfkit.config import RunConfig, sanitize_id
 from perfkit.errors import UsageError
+from perfkit.events import NullObserver, Observer
 from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, Target
-from perfkit.profiler.traces import finish_traces
+from perfkit.profiler.tracewindow import finish_traces
 from perfkit.results import RunDir, new_run_id
-from perfkit.trainer.events import NullObserver, Observer
-from perfkit.trainer.hostenv import HostEnv
-from perfkit.trainer.launcher import Failure, Launcher, write_launch_file
+from perfkit.trainer.hosts.hostenv import HostEnv
+from perfkit.trainer.processes import Failure, Launcher, write_launch_file
 from perfkit.trainer.supervise import raise_for, supervise
 
 log = logging.getLogger(__name__)

@@ -15,13 +15,12 @@ from typing import Any
 
 from perfkit.config import RunConfig, sanitize_id
 from perfkit.errors import PerfkitError, RunFailed, RunInterrupted
+from perfkit.events import NullObserver, Observer
 from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, SamplerResult, Target
 from perfkit.profiler.steps import StepLog
-from perfkit.profiler.trace import CaptureTarget
-from perfkit.profiler.traces import finish_traces
+from perfkit.profiler.tracewindow import CaptureTarget, finish_traces
 from perfkit.results import RunDir, new_run_id
-from perfkit.trainer.events import NullObserver, Observer
 from perfkit.workloads import WorkloadInfo, info, preflight, prepare_workload, resolve
 
 log = logging.getLogger(__name__)
@@ -56,8 +55,8 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
 
 def _train(cfg: RunConfig, workload: Any, run: RunDir, sampler: Sampler, steplog: StepLog,
            observer: Observer, captures: dict[str, dict[str, Any]]) -> tuple[str, str | None, PerfkitError | None]:
-    from perfkit.trainer.strategy import mirrored
-    from perfkit.trainer.worker import Instruments, fit, worker_log
+    from perfkit.trainer.worker.fit import Instruments, fit, worker_log
+    from perfkit.trainer.worker.strategy import mirrored
 
     log_path = run.worker_dir(0) / "worker.log"
     with worker_log(log_path):

@@ -8,7 +8,7 @@ from typing import Any
 
 from perfkit.errors import RunFailed, RunInterrupted
 from perfkit.results import RunDir
-from perfkit.trainer.launcher import Failure, Launcher
+from perfkit.trainer.processes import Failure, Launcher
 
 
 def profiler_crash(failure: Failure) -> bool:
@@ -64,7 +64,7 @@ def supervise(launcher: Launcher, max_restarts: int, write_launch: Any, recover_
 def _retry_spec(launcher: Launcher, failure: Failure, retries: int) -> tuple[str, int]:
     """The window the resumed cluster traces after a profiler crash, and the retries left; "off" when
     none are left or no epoch is left for the window."""
-    from perfkit.profiler.trace import Window, later_window
+    from perfkit.profiler.tracewindow import Window, later_window
 
     window = (failure.details.get("profile") or {}).get("window") or {}
     statuses = [w.status for w in launcher.workers]

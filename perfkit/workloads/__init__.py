@@ -206,7 +206,7 @@ def preflight(workload: Any, spec: str, global_batch: int, num_workers: int) -> 
     if spec == BUILTIN:
         return
     from perfkit._tf import tf
-    from perfkit.trainer.dataset import check_batch
+    from perfkit.workloads.pipeline import check_batch
 
     n_train, n_eval = _guard(spec, "samples()", workload.samples)
     if min(int(n_train), int(n_eval)) < global_batch:

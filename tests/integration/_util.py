@@ -12,10 +12,20 @@ from typing import Any
 import psutil
 
 PERFKIT = [sys.executable, "-m", "perfkit"]
+# The tiny preset on a local cluster: CPU samples often enough for a few seconds of training, and a connect
+# timeout that a loaded 2-core machine meets.
+TINY_MULTI = ("--preset", "tiny", "--sample-interval", "0.25", "--connect-timeout", "90")
 
 
 def perfkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*PERFKIT, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def run_ok(results: Path, *args: str, timeout: float = 300) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``perfkit ARGS --results-dir RESULTS``, which must exit 0: the one run it wrote, and the process."""
+    proc = perfkit(*args, "--results-dir", str(results), timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return only_run(results), proc
 
 
 def start(*args: str) -> subprocess.Popen[str]:
@@ -51,26 +61,30 @@ def wait_for_status(results: Path, worker: int, key: str, value: Any, proc: subp
     raise AssertionError(f"worker {worker} never reached {key}={value}")
 
 
-def worker_processes() -> list[psutil.Process]:
+def worker_processes(scope: Path) -> list[psutil.Process]:
+    """perfkit's worker processes (worker, parameter server or chief) of the runs under ``scope`` (a test's
+    folder): tests that run side by side never count each other's workers."""
     out = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info.get("cmdline") or []
-        if "perfkit.trainer.worker_main" in cmd:
-            out.append(p)
+        if "perfkit.trainer.worker.main" in cmd:
+            args = cmd[cmd.index("perfkit.trainer.worker.main") + 1:]
+            if args and Path(args[0]).resolve().is_relative_to(scope.resolve()):
+                out.append(p)
     return out
 
 
-def assert_no_orphans(grace: float = 10) -> None:
-    """No worker_main process (worker, parameter server or chief) is left running after ``grace`` s."""
+def assert_no_orphans(scope: Path, grace: float = 10) -> None:
+    """No worker process of the runs under ``scope`` is left running after ``grace`` s."""
     deadline = time.monotonic() + grace
-    while worker_processes() and time.monotonic() < deadline:
+    while worker_processes(scope) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not worker_processes(), "worker processes were left running"
+    assert not worker_processes(scope), "worker processes were left running"
 
 
 def traces(run: Path) -> Any:
     """The run's parsed traces, as ``perfkit analyze`` reads them (parsed now, or from the cache)."""
-    from perfkit.analysis.traces import load_traces
+    from perfkit.analysis.tracetables import load_traces
     from perfkit.results import load_meta
 
     return load_traces(run, load_meta(run))

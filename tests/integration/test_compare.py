@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import clusters
 from tests.integration._util import meta, require_every_trace
 from tests.integration._util import perfkit as _perfkit
 
@@ -42,9 +43,7 @@ def test_compare_runs_both_strategies_and_ends_with_the_verdict_and_report(tmp_p
 
 
 def test_compare_verify_runs_the_what_if_and_reports_predicted_against_measured(tmp_path: Path) -> None:
-    cluster = tmp_path / "pair.toml"
-    cluster.write_text('[[hosts]]\nname = "fast"\naddress = "127.0.0.1"\ncores = 3\nworkers = 1\n'
-                       '[[hosts]]\nname = "slow"\naddress = "127.0.0.2"\ncores = 1\nworkers = 1\n')
+    cluster = clusters.write(tmp_path / "pair.toml", clusters.pair((3, 1), ("fast", "slow")))
     results = tmp_path / "results"
     proc = _perfkit("compare", "--preset", "tiny", "--epochs", "2", "--cluster", str(cluster), "--verify",
                     "--results-dir", str(results), "--quiet", timeout=1200)

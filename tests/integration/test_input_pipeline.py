@@ -9,7 +9,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from perfkit.trainer.dataset import pipeline  # noqa: E402
+from perfkit.workloads.pipeline import pipeline  # noqa: E402
 
 
 def _rows(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +50,7 @@ def test_the_autotuner_is_off_so_fit_does_not_wait_for_its_thread_at_the_end() -
 
 
 def _device_dataset_autotune(patched: bool) -> bool | None:
-    from perfkit.trainer.dataset import device_datasets_without_autotune
+    from perfkit.workloads.pipeline import device_datasets_without_autotune
 
     x, y = _rows(16)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])

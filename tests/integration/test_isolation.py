@@ -16,13 +16,14 @@ import pytest
 
 from perfkit.cluster import load_cluster
 from perfkit.errors import UsageError
-from perfkit.trainer.netns import NETNS_DIR, Sandbox, netem_available, why_unavailable
-from tests.integration._util import meta, only_run, start, wait_for_status, worker_processes
+from perfkit.trainer.hosts.netns import NETNS_DIR, Sandbox, netem_available, why_unavailable
+from tests import clusters
+from tests.integration._util import TINY_MULTI, meta, only_run, start, wait_for_status, worker_processes
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(why_unavailable() is not None, reason=f"network namespaces: {why_unavailable()}")]
 
-TINY = ("--preset", "tiny", "--sample-interval", "0.25", "--connect-timeout", "90", "--no-profile")
+TINY = (*TINY_MULTI, "--no-profile")
 CGROUP_BASES = (Path("/sys/fs/cgroup/cpu/perfkit"), Path("/sys/fs/cgroup/perfkit"))
 
 
@@ -44,10 +45,7 @@ def _connects(address: str, port: int, netns: str | None = None) -> bool:
 
 
 def _pair(tmp_path: Path, link: str = "") -> Path:
-    path = tmp_path / "pair.toml"
-    path.write_text("".join(f'[[hosts]]\nname = "h{i}"\naddress = "127.0.0.{i + 1}"\ncores = 1\nworkers = 1\n'
-                            f"base_port = 20000\n{link}" for i in range(2)))
-    return path
+    return clusters.write(tmp_path / "pair.toml", clusters.pair(extra=link, base_port=20000))
 
 
 def test_local_workers_cannot_be_reached_from_outside_their_namespace(tmp_path: Path) -> None:
@@ -69,9 +67,9 @@ def test_local_workers_cannot_be_reached_from_outside_their_namespace(tmp_path: 
 
 
 def _leftovers(run: Path, launcher: int) -> list[str]:
-    out = [f"process {p.pid}: {' '.join(p.cmdline()[:4])}" for p in worker_processes()]
+    out = [f"process {p.pid}: {' '.join(p.cmdline()[:4])}" for p in worker_processes(run)]
     out += [f"process {p.pid} (janitor)" for p in psutil.process_iter(["cmdline"])
-            if "perfkit.trainer.janitor" in (p.info.get("cmdline") or [])]
+            if (p.info.get("cmdline") or [])[-3:] == ["perfkit.trainer.hosts.janitor", "--for", str(launcher)]]
     out += [f"netns {p.name}" for p in NETNS_DIR.glob(f"pk{launcher}x*")]
     out += [f"cgroup {g}" for b in CGROUP_BASES for g in b.glob(f"{launcher}-*")]
     out += [f"folder {p}" for p in [run / "backup", *(run / "tensorboard").glob(".capture-*")] if p.exists()]
@@ -118,6 +116,7 @@ def _throughput_mbit(server_ns: str, client_ns: str, address: str, megabytes: in
     return float(out)
 
 
+@pytest.mark.solo  # the link's measured rate
 def test_a_shaped_link_carries_its_bandwidth_and_is_torn_down(tmp_path: Path) -> None:
     made: list[str] = []
     box = Sandbox.create(load_cluster(_pair(tmp_path, "link = { bandwidth_mbit = 40 }\n")), made.append)

@@ -12,33 +12,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.integration._util import assert_no_orphans, meta, only_run, perfkit, start, wait_for_status
+from tests import clusters
+from tests.integration._util import (TINY_MULTI, assert_no_orphans, meta, only_run, perfkit, run_ok, start,
+                                     wait_for_status)
 
 pytestmark = pytest.mark.integration
 
-TINY = ("--preset", "tiny", "--sample-interval", "0.25", "--connect-timeout", "90")
-PAIR = """
-[[hosts]]
-name = "fast"
-address = "127.0.0.1"
-cores = 3
-workers = 1
-ps = 1
-chief = true
-
-[[hosts]]
-name = "slow"
-address = "127.0.0.2"
-cores = 1
-workers = 1
-"""
+TINY = TINY_MULTI
+PAIR = clusters.host("fast", "127.0.0.1", 3, ps=1, chief=True) + clusters.host("slow", "127.0.0.2", 1)
 
 
 def test_a_ps_run_records_every_workers_steps_and_the_chiefs_epochs(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    proc = perfkit("run", "--mode", "ps", "--workers", "2", *TINY, "--results-dir", str(results))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    run = only_run(results)
+    run, _ = run_ok(results, "run", "--mode", "ps", "--workers", "2", *TINY)
     m = meta(run)
     assert m["status"] == "complete" and m["mode"] == "ps" and m["strategy"] == "ParameterServerStrategy"
     assert [(w["role"], w["task"]) for w in m["workers"]] == [("worker", 0), ("worker", 1), ("ps", 0), ("chief", 0)]
@@ -70,17 +56,15 @@ def test_a_ps_run_records_every_workers_steps_and_the_chiefs_epochs(tmp_path: Pa
     assert row["mode"] == "ps" and row["ps"] == 1 and row["samples"] == 2 * spe * 256
     assert abs(sum(w["step_share"] for w in a["workers"]) - 1) < 1e-9
     assert any("Asynchronous training (2 workers, 1 parameter server)" in line for line in a["verdict"])
-    assert_no_orphans()
+    assert_no_orphans(tmp_path)
 
 
+@pytest.mark.solo  # the throttled worker's share of the steps
 def test_the_throttled_worker_runs_fewer_steps_instead_of_slowing_the_other(tmp_path: Path) -> None:
     cluster = tmp_path / "pair-ps.toml"
     cluster.write_text(PAIR)
-    results = tmp_path / "results"
-    proc = perfkit("run", "--mode", "ps", "--cluster", str(cluster), *TINY, "--train-players", "8192",
-                   "--results-dir", str(results), "--quiet")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    run = only_run(results)
+    run, _ = run_ok(tmp_path / "results", "run", "--mode", "ps", "--cluster", str(cluster), *TINY, "--train-players",
+                    "8192", "--quiet")
     m = meta(run)
     assert m["cluster"]["emulated"] and m["cluster"]["cpu_budget"]["host_budgets_cores"] == {"fast": 1.5, "slow": 0.5}
     fast, slow = (len(pd.read_parquet(run / f"workers/{i}/steps.parquet")) for i in (0, 1))
@@ -88,7 +72,7 @@ def test_the_throttled_worker_runs_fewer_steps_instead_of_slowing_the_other(tmp_
     # At a third of the fast host's budget (shared there with the ps and the chief) the slow worker ran
     # 30% of the steps in the runs this was written from; 40% leaves room for noise, not for equal shares.
     assert slow / (fast + slow) < 0.40, (fast, slow)
-    assert_no_orphans()
+    assert_no_orphans(tmp_path)
 
 
 def test_a_killed_parameter_server_fails_the_run_and_is_named(tmp_path: Path) -> None:
@@ -108,19 +92,14 @@ def test_a_killed_parameter_server_fails_the_run_and_is_named(tmp_path: Path) ->
     assert proc.returncode == 1 and "ps 0 (" in err and "SIGKILL" in err and "Traceback" not in err, err[-2000:]
     m = meta(only_run(results))
     assert m["status"] == "failed" and m["failure"]["worker"] == 2 and m["failure"]["signal"] == "SIGKILL"
-    assert_no_orphans()
+    assert_no_orphans(tmp_path)
 
 
 @pytest.mark.parametrize(("hosts", "args", "message"), [
-    ('[[hosts]]\nname = "a"\naddress = "127.0.0.1"\ncores = 2\nworkers = 2\nchief = true\n', (),
-     "needs at least one parameter server: add ps = 1"),
-    ('[[hosts]]\nname = "a"\naddress = "127.0.0.1"\ncores = 2\nworkers = 2\nps = 1\n', (),
-     "needs the chief's host: add chief = true"),
-    ('[[hosts]]\nname = "a"\naddress = "127.0.0.1"\ncores = 1\nworkers = 1\nps = 4\nchief = true\n'
-     '[[hosts]]\nname = "b"\naddress = "127.0.0.2"\ncores = 9\nworkers = 1\n', (),
-     "host a has 6 processes"),
-    ('[[hosts]]\nname = "a"\naddress = "127.0.0.1"\ncores = 2\nworkers = 2\nps = 1\nchief = true\n', ("--ps", "2"),
-     "--ps: not with --cluster"),
+    (clusters.host("a", cores=2, workers=2, chief=True), (), "needs at least one parameter server: add ps = 1"),
+    (clusters.host("a", cores=2, workers=2, ps=1), (), "needs the chief's host: add chief = true"),
+    (clusters.host("a", ps=4, chief=True) + clusters.host("b", "127.0.0.2", 9), (), "host a has 6 processes"),
+    (clusters.host("a", cores=2, workers=2, ps=1, chief=True), ("--ps", "2"), "--ps: not with --cluster"),
 ])
 def test_bad_ps_clusters_are_one_line_errors(tmp_path: Path, hosts: str, args: tuple[str, ...], message: str) -> None:
     cluster = tmp_path / "c.toml"
@@ -133,11 +112,10 @@ def test_bad_ps_clusters_are_one_line_errors(tmp_path: Path, hosts: str, args: t
 
 def test_a_host_that_runs_only_servers_waits_for_its_chief_with_a_timeout_that_names_it(tmp_path: Path) -> None:
     cluster = tmp_path / "two.toml"
-    cluster.write_text('[[hosts]]\nname = "a"\naddress = "127.0.0.1"\ncores = 1\nworkers = 1\nps = 1\nchief = true\n'
-                       'base_port = 23400\n[[hosts]]\nname = "b"\naddress = "127.0.0.2"\ncores = 1\nworkers = 1\n'
-                       'base_port = 23500\n')
+    clusters.write(cluster, clusters.host("a", ps=1, chief=True, base_port=23400),
+                   clusters.host("b", "127.0.0.2", base_port=23500))
     proc = perfkit("run", "--mode", "ps", "--cluster", str(cluster), "--host", "b", "--run-id", "lone", "--preset",
                    "tiny", "--connect-timeout", "10", "--results-dir", str(tmp_path / "r"), "--quiet")
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "did not form within 10 s" in proc.stderr and "chief (a 127.0.0.1:23402)" in proc.stderr, proc.stderr
-    assert_no_orphans()
+    assert_no_orphans(tmp_path)

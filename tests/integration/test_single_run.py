@@ -12,10 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.integration._util import PERFKIT
+from tests.integration._util import PERFKIT, traces
 from tests.integration._util import only_run as _only_run
 from tests.integration._util import perfkit as _perfkit
-from tests.integration._util import traces
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,7 @@
-"""perfkit under a real Slurm (a private one-node one the tests start and stop): `srun -n 2 perfkit run --mode multi
---cluster-from slurm` writes both tasks' parts under the job step's run id and `perfkit analyze` merges them
-against a single-mode baseline; examples/slurm/compare.sbatch does the same as one job (`sbatch --wait`)."""
+"""perfkit under a real Slurm (a private one-node one the tests start and stop): examples/slurm/compare.sbatch
+as one batch job of two tasks, whose `srun -n 2 perfkit run --mode multi --cluster-from slurm` step writes
+both tasks' parts under the job step's run id and `perfkit analyze` merges them against the job's
+single-mode baseline (two tests read that one job); and `srun perfkit launch` of a user's script."""
 
 from __future__ import annotations
 
@@ -14,24 +15,23 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
 
 from perfkit.cluster import free_ports
-
 from tests.integration._util import meta
 from tests.integration._util import perfkit as _perfkit
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-TINY = ["--preset", "tiny", "--no-profile", "--quiet"]
 
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
-CLIENTS = ("srun", "sbatch", "sinfo")
+CLIENTS = ("srun", "sbatch", "sinfo", "scontrol")
 
 
 @pytest.fixture(scope="module")
@@ -111,37 +111,67 @@ def _env(slurm: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def test_srun_two_tasks_write_one_run_that_analyze_merges(tmp_path: Path, slurm: dict[str, str]) -> None:
-    base = _perfkit("run", "--mode", "single", *TINY, "--results-dir", str(tmp_path), timeout=300)
-    assert base.returncode == 0, base.stderr[-2000:]
-    proc = subprocess.run(["srun", "--ntasks=2", "--time=10", sys.executable, "-m", "perfkit", "run", "--mode",
-                           "multi", "--cluster-from", "slurm", *TINY, "--results-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600, env=_env(slurm))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    parts = sorted(p for p in tmp_path.iterdir() if "--w" in p.name)
-    assert [p.name.rsplit("--", 1)[1] for p in parts] == ["w0", "w1"], list(tmp_path.iterdir())
+@dataclass(frozen=True)
+class Job:
+    folder: Path
+    state: str  # Slurm's JobState once it ended: COMPLETED, FAILED, ...
+    exit_code: str  # Slurm's ExitCode, "status:signal"
+
+    def log(self) -> str:
+        logs = sorted(self.folder.glob("perfkit-compare-*.out"))
+        return logs[0].read_text() if logs else ""
+
+
+@pytest.fixture(scope="module")
+def batch_job(slurm: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Job:
+    """The example batch script as one job of two tasks (its baseline on one task, then ``srun`` of both
+    tasks as one multi-worker run, then the analysis), run once for the tests that read it. The job's end
+    is polled every half second (``sbatch --wait`` polls at 2, 8, then every 10 s)."""
+    d = tmp_path_factory.mktemp("batch")
+    env = {**_env(slurm), "RESULTS": str(d / "results"), "PRESET": "tiny", "PERFKIT_ARGS": "--no-profile"}
+    submitted = subprocess.run(["sbatch", "--parsable", "--ntasks=2", "--time=15", f"--chdir={d}",
+                                str(ROOT / "examples" / "slurm" / "compare.sbatch")],
+                               capture_output=True, text=True, timeout=60, env=env)
+    assert submitted.returncode == 0, submitted.stderr[-2000:]
+    job = submitted.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, timeout=30,
+                               env=env)
+        fields = dict(f.split("=", 1) for f in shown.stdout.split() if "=" in f)
+        if fields.get("JobState") in ENDED:
+            return Job(d, fields["JobState"], fields.get("ExitCode", "?"))
+        time.sleep(0.5)
+    pytest.fail(f"Slurm job {job} did not end within 900 s\n{_logs(Path(slurm['SLURM_CONF']).parent)}")
+
+
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+         "DEADLINE"}
+
+
+@pytest.mark.timeout(960)
+def test_srun_two_tasks_write_one_run_that_analyze_merges(batch_job: Job) -> None:
+    assert (batch_job.state, batch_job.exit_code) == ("COMPLETED", "0:0"), batch_job.log()[-3000:]
+    results = batch_job.folder / "results"
+    parts = sorted(p for p in results.iterdir() if "--w" in p.name)
+    assert [p.name.rsplit("--", 1)[1] for p in parts] == ["w0", "w1"], list(results.iterdir())
     rid = meta(parts[0])["run_id"]
     assert rid.startswith("slurm-") and meta(parts[1])["run_id"] == rid, "one run id for the job step"
     for i, part in enumerate(parts):
         m = meta(part)
         assert m["status"] == "complete" and m["scheduler"] == "slurm" and m["part"]["workers"] == [i]
         assert (part / "workers" / str(i) / "steps.parquet").is_file()
-    analysed = _perfkit("analyze", str(tmp_path), "--format", "json", "--no-html")
+    analysed = _perfkit("analyze", str(results), "--format", "json", "--no-html")
     assert analysed.returncode == 0, analysed.stderr[-2000:]
     doc = json.loads(analysed.stdout)
     multi = next(r for r in doc["runs"] if r["run_id"] == rid)
     assert multi["workers"] == 2 and multi["speedup"] > 0 and doc["baseline"]["run_id"].endswith("-single")
 
 
-def test_the_example_batch_script_runs_baseline_multi_and_analysis_as_one_job(tmp_path: Path,
-                                                                            slurm: dict[str, str]) -> None:
-    env = {**_env(slurm), "RESULTS": str(tmp_path / "results"), "PRESET": "tiny", "PERFKIT_ARGS": "--no-profile"}
-    proc = subprocess.run(["sbatch", "--wait", "--ntasks=2", "--time=15", f"--chdir={tmp_path}",
-                           str(ROOT / "examples" / "slurm" / "compare.sbatch")],
-                          capture_output=True, text=True, timeout=900, env=env)
-    logs = sorted(tmp_path.glob("perfkit-compare-*.out"))
-    text = logs[0].read_text() if logs else ""
-    assert proc.returncode == 0, f"{proc.stderr[-1000:]}\n{text[-3000:]}"
+@pytest.mark.timeout(960)
+def test_the_example_batch_script_runs_baseline_multi_and_analysis_as_one_job(batch_job: Job) -> None:
+    tmp_path, text = batch_job.folder, batch_job.log()
+    assert (batch_job.state, batch_job.exit_code) == ("COMPLETED", "0:0"), text[-3000:]
     assert "Verdict" in text and "speedup" in text, text[-3000:]
     runs = {meta(p)["mode"] for p in (tmp_path / "results").iterdir() if (p / "run.json").is_file()}
     assert runs == {"single", "multi"}

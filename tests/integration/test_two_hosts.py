@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests import clusters
 from tests.integration._util import meta
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -53,17 +54,14 @@ def namespaces() -> Iterator[dict[str, str]]:
 
 
 def test_one_worker_per_namespace_completes_the_run(tmp_path: Path, namespaces: dict[str, str]) -> None:
-    cluster = tmp_path / "cluster.toml"
-    cluster.write_text("".join(
-        f'[[hosts]]\nname = "{h}"\naddress = "{a}"\ncores = 1\nworkers = 1\nbase_port = 20000\n'
-        for h, a in HOSTS.items()))
+    cluster = clusters.write(tmp_path / "cluster.toml", *(clusters.host(h, a, base_port=20000) for h, a in HOSTS.items()))
     procs = {}
     for host, ns in namespaces.items():
         procs[host] = subprocess.Popen(
             ["ip", "netns", "exec", ns, sys.executable, "-m", "perfkit", "run", "--mode", "multi", "--cluster",
              str(cluster), "--host", host, "--run-id", "twohost", "--preset", "tiny", "--connect-timeout", "120",
              # No trace window: TF's profiler can crash a worker when a capture stops, and a host that is
-             # one part of a cluster cannot restart on its own (see README, "Profiler traces").
+             # one part of a cluster cannot restart on its own (see docs/traces.md).
              "--results-dir", str(tmp_path / host), "--quiet", "--no-profile"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

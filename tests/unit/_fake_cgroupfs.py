@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from perfkit.trainer.cgroups import CgroupFS
+from perfkit.trainer.hosts.cgroups import CgroupFS
 
 
 class FakeCgroupFS(CgroupFS):

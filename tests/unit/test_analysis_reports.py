@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from rich.console import Console
 
-from perfkit.analysis import report_json
+from perfkit.analysis import renderers
 from perfkit.analysis.analyze import Analysis, analyze
-from perfkit.analysis.report_console import render
-from perfkit.analysis.report_html import render_html, write_html
+from perfkit.analysis.renderers import json as report_json
+from perfkit.analysis.renderers.html import page as render_html
 from tests.unit._analysis_runs import set_meta, single_run, write_run
 
 BASE, STRAG = "20260101T000000Z-single-base", "20260101T010000Z-multi-strag"
@@ -88,7 +88,7 @@ def test_verdict_leaves_out_sentences_whose_figure_is_missing(tmp_path: Path) ->
 
 
 def test_json_has_every_documented_key_and_no_undocumented_one(pair: Analysis) -> None:
-    doc = json.loads(report_json.to_json(pair))
+    doc = json.loads(_rendered("json", pair))
     assert set(doc) == set(report_json.KEYS["top"])
     assert doc["format"] == "perfkit-analysis" and doc["baseline"]["run_id"] == BASE
     assert doc["verdict"] == list(pair.verdict)
@@ -108,7 +108,7 @@ def test_json_has_every_documented_key_and_no_undocumented_one(pair: Analysis) -
 
 def test_csv_is_the_per_run_table(pair: Analysis, tmp_path: Path) -> None:
     out = tmp_path / "out" / "runs.csv"
-    report_json.write_csv(pair, out)
+    renderers.write("csv", pair, out)
     df = pd.read_csv(out)
     assert df.columns.tolist() == list(report_json.KEYS["runs"])
     assert df["run_id"].tolist() == [BASE, STRAG, VERIFY]
@@ -116,7 +116,7 @@ def test_csv_is_the_per_run_table(pair: Analysis, tmp_path: Path) -> None:
 
 def test_html_is_self_contained_with_the_verdict_first_and_every_chart(pair: Analysis, tmp_path: Path) -> None:
     out = tmp_path / "r" / "report.html"
-    write_html(pair, out)
+    renderers.write("html", pair, out)
     page = out.read_text(encoding="utf-8")
     assert not re.search(r"<script[^>]*\bsrc=", page)  # plotly.js is inlined: no network needed
     assert len(page) > 1_000_000  # ... all of it
@@ -139,9 +139,7 @@ def test_html_says_why_a_chart_is_missing(tmp_path: Path) -> None:
 
 
 def test_console_prints_verdict_and_tables(pair: Analysis) -> None:
-    console = Console(record=True, width=200)
-    render(pair, console)
-    out = console.export_text()
+    out = _rendered("console", pair, renderers.RenderOptions(width=200))
     assert out.startswith("Verdict")
     for title in ("runs: speed", "runs: cost and quality", f"workers of {STRAG}", f"where step time goes: {STRAG}",
                   "CPU per host", "placement what-if", "convergence", "top traced ops", "left out"):
@@ -177,3 +175,9 @@ def test_a_verification_that_ran_another_speed_is_moved_to_it_before_it_is_judge
     assert ("error -13.3%: the prediction did not hold (|error| > 10%). Its workers computed 200 ms per step (median "
             "worker) against the 250 ms the what-if assumes (-20%): the budgets did not realise that speed. At the "
             "speed they did, the model predicts 3.4 s, error -24.4%.") in "\n".join(a.verdict)
+
+
+def _rendered(fmt: str, a: Analysis, options: renderers.RenderOptions = renderers.RenderOptions()) -> str:
+    buf = io.StringIO()
+    renderers.render(fmt, a, buf, options)
+    return buf.getvalue()

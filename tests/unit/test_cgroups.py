@@ -9,8 +9,9 @@ import pytest
 
 from perfkit.cluster import load_cluster
 from perfkit.errors import UsageError
-from perfkit.trainer import cpubudget, hostenv
-from perfkit.trainer.cgroups import CpuQuota, read_back
+from perfkit.trainer.hosts import cpubudget, hostenv
+from perfkit.trainer.hosts.cgroups import CpuQuota, read_back
+from tests import clusters
 from tests.unit._fake_cgroupfs import FakeCgroupFS
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "blog-cluster.toml"
@@ -110,14 +111,13 @@ def test_whole_cores_cannot_emulate_the_blog_cluster_on_two_cores() -> None:
 
 
 def test_whole_core_budgets_are_enforceable_by_affinity(tmp_path: Path) -> None:
-    text = "".join(f'[[hosts]]\nname = "h{i}"\naddress = "127.0.0.{i + 1}"\ncores = 1\nworkers = 1\n' for i in range(2))
-    (tmp_path / "c.toml").write_text(text)
+    clusters.write(tmp_path / "c.toml", clusters.pair())
     spec = load_cluster(tmp_path / "c.toml")
     assert cpubudget.unenforceable(spec, spec.cpu_budgets(2)) is None
 
 
 def test_the_period_is_short_and_grows_only_to_keep_the_quota_above_the_kernels_minimum() -> None:
-    from perfkit.trainer.cgroups import MIN_QUOTA_US, PERIOD_US, period_for
+    from perfkit.trainer.hosts.cgroups import MIN_QUOTA_US, PERIOD_US, period_for
 
     assert period_for(0.4) == PERIOD_US == 10_000
     assert period_for(1.5) == PERIOD_US

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from perfkit.cli import main
-from perfkit.trainer.synth import generate
+from perfkit.workloads.botdetector.synth import generate
 
 
 def test_generate_then_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

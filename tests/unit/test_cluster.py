@@ -8,6 +8,7 @@ import pytest
 from perfkit.cli import main
 from perfkit.cluster import check_ports_free, load_cluster, local_cluster
 from perfkit.errors import UsageError
+from tests import clusters
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "blog-cluster.toml"
 
@@ -37,22 +38,24 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-HOST = '[[hosts]]\nname = "{name}"\naddress = "{address}"\ncores = {cores}\nworkers = {workers}\nbase_port = {port}\n'
+def _host(name: str, address: str, cores: int, workers: int, port: int) -> str:
+    return clusters.host(name, address, cores, workers, base_port=port)
+
 
 
 @pytest.mark.parametrize("text,match", [
     ("[[hosts]\nname=", "not valid TOML"),
     ("title = 'x'\n", "at least one"),
-    (HOST.format(name="a", address="127.0.0.1", cores=2, workers=0, port=20000), r"workers: 0 must be"),
-    (HOST.format(name="a", address="127.0.0.1", cores=0, workers=1, port=20000), r"cores: 0 must be"),
-    (HOST.format(name="a", address="not an address!", cores=1, workers=1, port=20000), "address"),
-    (HOST.format(name="a", address="127.0.0.1", cores=1, workers=1, port=80), "base_port"),
-    (HOST.format(name="a b", address="127.0.0.1", cores=1, workers=1, port=20000), "name"),
-    (HOST.format(name="a", address="127.0.0.1", cores=1, workers=1, port=20000) + "gpus = 1\n", "unknown key"),
-    (HOST.format(name="a", address="127.0.0.1", cores=1, workers=2, port=20000)
-     + HOST.format(name="b", address="127.0.0.1", cores=1, workers=1, port=20001), "127.0.0.1:20001 is used by"),
-    (HOST.format(name="a", address="127.0.0.1", cores=1, workers=1, port=20000)
-     + HOST.format(name="a", address="127.0.0.2", cores=1, workers=1, port=20000), "more than once"),
+    (_host("a", "127.0.0.1", 2, 0, 20000), r"workers: 0 must be"),
+    (_host("a", "127.0.0.1", 0, 1, 20000), r"cores: 0 must be"),
+    (_host("a", "not an address!", 1, 1, 20000), "address"),
+    (_host("a", "127.0.0.1", 1, 1, 80), "base_port"),
+    (_host("a b", "127.0.0.1", 1, 1, 20000), "name"),
+    (_host("a", "127.0.0.1", 1, 1, 20000) + "gpus = 1\n", "unknown key"),
+    (_host("a", "127.0.0.1", 1, 2, 20000)
+     + _host("b", "127.0.0.1", 1, 1, 20001), "127.0.0.1:20001 is used by"),
+    (_host("a", "127.0.0.1", 1, 1, 20000)
+     + _host("a", "127.0.0.2", 1, 1, 20000), "more than once"),
 ])
 def test_bad_cluster_files_name_the_file_and_problem(tmp_path: Path, text: str, match: str) -> None:
     path = _write(tmp_path, text)
@@ -102,7 +105,7 @@ def test_single_mode_refuses_multi_flags(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_a_host_link_is_read_and_recorded(tmp_path: Path) -> None:
-    text = (HOST.format(name="a", address="127.0.0.1", cores=1, workers=1, port=20000)
+    text = (_host("a", "127.0.0.1", 1, 1, 20000)
             + "link = { bandwidth_mbit = 1000, latency_ms = 0.2 }\n")
     spec = load_cluster(_write(tmp_path, text))
     assert spec.hosts[0].link is not None and spec.hosts[0].link.bandwidth_mbit == 1000
@@ -120,7 +123,7 @@ def test_a_host_link_is_read_and_recorded(tmp_path: Path) -> None:
     ("link = { latency_ms = true }", r"link.latency_ms: True must be"),
 ])
 def test_bad_links_name_the_key(tmp_path: Path, link: str, match: str) -> None:
-    path = _write(tmp_path, HOST.format(name="a", address="127.0.0.1", cores=1, workers=1, port=20000) + link + "\n")
+    path = _write(tmp_path, _host("a", "127.0.0.1", 1, 1, 20000) + link + "\n")
     with pytest.raises(UsageError, match=match):
         load_cluster(path)
 

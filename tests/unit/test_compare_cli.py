@@ -16,7 +16,7 @@ class _Stop(Exception):
 
 @pytest.fixture
 def configs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    import perfkit.cli.run as run_cli
+    import perfkit.cli.compare as run_cli
 
     seen: list[Any] = []
 

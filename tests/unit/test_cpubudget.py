@@ -6,7 +6,7 @@ from unittest import mock
 import pytest
 
 from perfkit.cluster import load_cluster, local_cluster
-from perfkit.trainer import cpubudget
+from perfkit.trainer.hosts import cpubudget
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "blog-cluster.toml"
 

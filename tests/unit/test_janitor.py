@@ -12,8 +12,9 @@ import pytest
 
 from perfkit.cluster import load_cluster
 from perfkit.errors import UsageError
-from perfkit.trainer import netns
-from perfkit.trainer.janitor import Janitor
+from perfkit.trainer.hosts import netns
+from perfkit.trainer.hosts.janitor import Janitor
+from tests import clusters
 
 
 def test_the_janitor_removes_what_was_registered_when_its_pipe_closes(tmp_path: Path) -> None:
@@ -33,10 +34,7 @@ def test_the_janitor_removes_what_was_registered_when_its_pipe_closes(tmp_path: 
 
 
 def _pair(tmp_path: Path, link: str = "") -> Path:
-    path = tmp_path / "pair.toml"
-    path.write_text("".join(f'[[hosts]]\nname = "h{i}"\naddress = "127.0.0.{i + 1}"\ncores = 1\nworkers = 1\n{link}'
-                            for i in range(2)))
-    return path
+    return clusters.write(tmp_path / "pair.toml", clusters.pair(extra=link))
 
 
 def test_without_namespaces_the_sandbox_says_why(tmp_path: Path) -> None:

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 from perfkit.cluster import local_cluster
+from perfkit.events import NullObserver
 from perfkit.profiler.sampler import Sampler
 from perfkit.results import RunDir
-from perfkit.trainer.cpubudget import Placement
-from perfkit.trainer.events import NullObserver
-from perfkit.trainer.launcher import Failure, Launcher
+from perfkit.trainer.hosts.cpubudget import Placement
+from perfkit.trainer.processes import Failure, Launcher
 from perfkit.trainer.supervise import profiler_crash, supervise
 
 

@@ -16,6 +16,7 @@ from perfkit.cli import main
 from perfkit.cluster import check_mode, cluster_from_dict, load_cluster, local_cluster
 from perfkit.errors import UsageError
 from perfkit.profiler.steps import StepLog
+from tests import clusters
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -60,15 +61,14 @@ def test_a_local_ps_cluster_has_its_parameter_servers_and_a_chief() -> None:
 ])
 def test_bad_ps_keys_name_the_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "c.toml"
-    path.write_text(f'[[hosts]]\nname = "a"\naddress = "127.0.0.1"\ncores = 2\n{text}\n')
+    clusters.write(path, clusters.host("a", cores=2, workers=None, extra=f"{text}\n"))
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_cluster(path)
 
 
 def test_two_chiefs_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    host = '[[hosts]]\nname = "{n}"\naddress = "127.0.0.{i}"\ncores = 2\nworkers = 1\nps = 1\nchief = true\n'
-    path.write_text(host.format(n="a", i=1) + host.format(n="b", i=2))
+    clusters.write(path, *(clusters.host(n, f"127.0.0.{i}", 2, ps=1, chief=True) for n, i in (("a", 1), ("b", 2))))
     with pytest.raises(UsageError, match="chief = true on hosts a, b; a cluster has one chief"):
         load_cluster(path)
 
@@ -96,8 +96,8 @@ def test_ps_flags_are_checked_before_anything_runs(tmp_path: Path, capsys: pytes
 
 def test_compare_runs_the_three_modes_in_order_on_one_cluster_file(monkeypatch: pytest.MonkeyPatch,
                                                                      tmp_path: Path) -> None:
-    import perfkit.cli.run as run_cli
-    import perfkit.trainer.hostenv as hostenv
+    import perfkit.cli.compare as run_cli
+    import perfkit.trainer.hosts.hostenv as hostenv
 
     seen: list[Any] = []
 

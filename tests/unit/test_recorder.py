@@ -14,11 +14,11 @@ import pytest
 
 from perfkit.cluster import local_cluster
 from perfkit.errors import UsageError
-from perfkit.recorder import Context, check_keras, record
 from perfkit.results import RunDir
 from perfkit.trainer.command import UserCommand
-from perfkit.trainer.cpubudget import Placement
+from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.probe import listening
+from perfkit.trainer.worker.record import Context, check_keras, record
 
 
 def test_tf_config_with_a_chief_puts_the_chief_first_and_needs_one_run_id(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,11 +104,11 @@ def test_the_guard_pins_then_becomes_the_command(tmp_path: Path) -> None:
     import os
 
     code = "import os; print(sorted(os.sched_getaffinity(0)), os.getpid())"
-    proc = subprocess.Popen([sys.executable, "-m", "perfkit.trainer.guard", str(os.getpid()), "0", "--",
+    proc = subprocess.Popen([sys.executable, "-m", "perfkit.trainer.worker.guard", str(os.getpid()), "0", "--",
                              sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     out, _ = proc.communicate(timeout=60)
     assert out.split() == ["[0]", str(proc.pid)], "pinned, and the same process (exec, not a child)"
-    missing = subprocess.run([sys.executable, "-m", "perfkit.trainer.guard", str(os.getpid()), "-", "--",
+    missing = subprocess.run([sys.executable, "-m", "perfkit.trainer.worker.guard", str(os.getpid()), "-", "--",
                               str(tmp_path / "nope")], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 127 and "cannot run" in missing.stderr
 

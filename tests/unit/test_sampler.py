@@ -26,7 +26,7 @@ import pytest
 from perfkit.errors import UsageError
 from perfkit.profiler.sampler import CPU_DTYPES, SYSTEM_DTYPES, Sampler, SamplerResult, Target
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.solo]  # CPU shares of real spinners
 
 HOST = "test-host"
 

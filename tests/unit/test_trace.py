@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from perfkit.errors import UsageError
-from perfkit.profiler.trace import CaptureTarget, TraceCapture, Window, check_spec, later_window, resolve
+from perfkit.profiler.tracewindow import CaptureTarget, TraceCapture, Window, check_spec, later_window, resolve
 
 
 def test_auto_window_is_ten_steps_early_in_the_second_epoch() -> None:
@@ -151,17 +151,17 @@ class FakeLibc:
 
 def test_freed_memory_is_poisoned_only_while_the_profiler_stops(monkeypatch: pytest.MonkeyPatch) -> None:
     from perfkit import _libc
-    from perfkit.profiler import trace
+    from perfkit.profiler import tracewindow
 
     libc = FakeLibc()
     monkeypatch.setattr(_libc, "libc", lambda: libc)
-    monkeypatch.delenv(trace.POISON_ENV, raising=False)
-    with pytest.raises(RuntimeError), trace.freed_memory_poisoned():
+    monkeypatch.delenv(tracewindow.POISON_ENV, raising=False)
+    with pytest.raises(RuntimeError), tracewindow.freed_memory_poisoned():
         assert libc.calls == [(_libc.M_PERTURB, 0xA5)]
         raise RuntimeError("TF's stop failed")
     assert libc.calls == [(_libc.M_PERTURB, 0xA5), (_libc.M_PERTURB, 0)]  # reset on every way out
-    monkeypatch.setenv(trace.POISON_ENV, "0")
-    with trace.freed_memory_poisoned():
+    monkeypatch.setenv(tracewindow.POISON_ENV, "0")
+    with tracewindow.freed_memory_poisoned():
         pass
     assert len(libc.calls) == 2
 
@@ -171,7 +171,7 @@ def test_poisoning_really_reaches_this_process_malloc() -> None:
     import ctypes
 
     from perfkit import _libc
-    from perfkit.profiler import trace
+    from perfkit.profiler import tracewindow
 
     libc = _libc.libc()
     if libc is None or not hasattr(libc, "mallopt"):
@@ -179,7 +179,7 @@ def test_poisoning_really_reaches_this_process_malloc() -> None:
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
-    with trace.freed_memory_poisoned():
+    with tracewindow.freed_memory_poisoned():
         p = libc.malloc(4096)  # past the per-thread cache's sizes for a fresh block
         first = ctypes.string_at(p, 16)
         libc.free(p)

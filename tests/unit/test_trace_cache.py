@@ -4,6 +4,7 @@ read-only runs, runs made before the cache, and the trainer's side (it only reco
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import stat
@@ -14,18 +15,18 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from rich.console import Console
 
+from perfkit.analysis import renderers, tracetables
 from perfkit.analysis.analyze import analyze
-from perfkit.analysis.report_console import render
-from perfkit.analysis.report_json import to_dict
-from perfkit.cli._render import trace_lines
-from perfkit.analysis import traces
+from perfkit.analysis.renderers.json import to_dict
+from perfkit.analysis.tracetables import load_traces
+from perfkit.cli._shared import trace_lines
 from perfkit.profiler import xplane
-from perfkit.analysis.traces import load_traces
-from perfkit.profiler.traces import finish_traces
+from perfkit.profiler.tracewindow import finish_traces
 from perfkit.results import TRACE_CACHE_FILE, TRACE_STEPS_FILE, load_meta
 from tests.unit._analysis_runs import set_meta, single_run, write_run
+
+pytestmark = pytest.mark.tf  # captures are parsed with the profiler schema shipped in TensorFlow
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RUN = "20260101T010000Z-multi-real"
@@ -65,7 +66,7 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
     yield calls
 
 
-def _load(path: Path) -> traces.TraceTables:
+def _load(path: Path) -> tracetables.TraceTables:
     return load_traces(path, load_meta(path))
 
 
@@ -136,7 +137,7 @@ def test_a_run_that_cannot_be_written_still_analyses(run: Path, tmp_path: Path,
     def refuse(path: Path, df: pd.DataFrame) -> None:
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(traces, "write_parquet", refuse)
+    monkeypatch.setattr(tracetables, "write_parquet", refuse)
     tables = _load(run)
     assert tables.steps is not None and set(tables.steps["worker"]) == {0, 1}
     assert any("could not cache the parsed traces (Permission denied)" in n for n in tables.notes)
@@ -147,7 +148,7 @@ def test_a_run_that_cannot_be_written_still_analyses(run: Path, tmp_path: Path,
     assert any("could not cache" in w for w in a.warnings)
 
 
-_LOAD_AND_REPORT = ("import json, sys; from pathlib import Path; from perfkit.analysis.traces import load_traces; "
+_LOAD_AND_REPORT = ("import json, sys; from pathlib import Path; from perfkit.analysis.tracetables import load_traces; "
                     "from perfkit.results import load_meta; p = Path(sys.argv[1]); t = load_traces(p, load_meta(p)); "
                     "print(json.dumps({'steps': t.steps is not None, 'notes': list(t.notes)}))")
 
@@ -223,9 +224,9 @@ def test_overlap_share_is_reported_per_worker(tmp_path: Path) -> None:
     assert w.loc[0, "overlap_s"] == pytest.approx(0.1) and w.loc[0, "collective_total_s"] == pytest.approx(0.5)
     row = next(r for r in to_dict(a)["workers"] if r["run_id"] == RUN and r["worker"] == 3)
     assert row["overlap_share"] == pytest.approx(0.5)
-    console = Console(record=True, width=220)
-    render(a, console)
-    out = console.export_text()
+    buf = io.StringIO()
+    renderers.render("console", a, buf, renderers.RenderOptions(width=220))
+    out = buf.getvalue()
     assert "overlap" in out and "20%" in out and "share of the collective time hidden under compute" in out
 
 

@@ -12,9 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfkit.analysis.tracetables import cross_check, load_traces
 from perfkit.profiler import xplane
-from perfkit.analysis.traces import cross_check, load_traces
 from tests.unit._analysis_runs import typed
+
+pytestmark = pytest.mark.tf  # captures are parsed with the profiler schema shipped in TensorFlow
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

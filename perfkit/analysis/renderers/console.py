@@ -1,0 +1,195 @@
+"""Terminal renderer of an Analysis: the verdict, then rich tables (runs, workers, hosts, convergence...).
+
+A figure that was not measured prints as ``n/a``; estimated splits say so in the table caption.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, TextIO
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from perfkit.analysis.renderers import RenderOptions
+
+if TYPE_CHECKING:
+    from perfkit.analysis.result import Analysis
+
+MIB = 2**20
+
+
+def fmt(value: Any, spec: str = ".1f", unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "n/a"
+    try:
+        return f"{value:{spec}}{unit}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _true(value: Any) -> bool:
+    return value is not None and not pd.isna(value) and bool(value)
+
+
+_LEFT = ("run id", "host", "worker", "mode", "op", "reason", "process")
+
+
+def _table(title: str, columns: list[str], left: tuple[str, ...] = _LEFT) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        # Run ids are what users copy into other commands: never wrapped; other headers wrap between words.
+        table.add_column(col, justify="left" if col in left else "right", no_wrap=col == "run id",
+                         min_width=max(len(word) for word in col.split()))
+    return table
+
+
+def runs_table(a: Analysis) -> Table:
+    t = _table("runs: speed", ["run id", "mode", "workers", "steady epoch s", "samples/s", "fit s", "speedup",
+                               "efficiency"])
+    for r in a.runs.itertuples(index=False):
+        warm = "*" if r.steady_is_warmup else ""
+        t.add_row(r.run_id, r.mode, str(r.workers), fmt(r.steady_epoch_s, ".1f") + warm,
+                  fmt(r.steady_samples_per_s, ",.0f"), fmt(r.fit_s, ".1f"), fmt(r.speedup, ".2f", "x"),
+                  fmt(r.efficiency, ".0%"))
+    notes = [f"baseline: {a.baseline_id}" if a.baseline_id else f"no baseline: {a.baseline_note}"]
+    if a.runs["steady_is_warmup"].any():
+        notes.append("* one epoch only: includes the warm-up")
+    t.caption = "; ".join(notes)
+    return t
+
+
+def cost_table(a: Analysis) -> Table:
+    t = _table("runs: cost and quality", ["run id", "CPU-s / 1k samples", "vs baseline", "peak RSS MiB",
+                                          "val acc", "val AUC", "acc gap"])
+    for r in a.runs.itertuples(index=False):
+        t.add_row(r.run_id, fmt(r.cpu_s_per_1k_samples, ".3g"), fmt(r.cpu_cost_vs_baseline, ".2f", "x"),
+                  fmt(r.rss_peak_max_bytes / MIB, ",.0f"), fmt(r.val_accuracy, ".4f"), fmt(r.val_auc, ".4f"),
+                  fmt(r.val_accuracy_gap, "+.4f"))
+    return t
+
+
+def workers_table(a: Analysis, run_id: str) -> Table:
+    t = _table(f"workers of {run_id}", ["worker", "host", "steps", "median step s", "p95 step s", "CPU mean",
+                                        "CPU p95", "CPU-s / step", "peak RSS MiB"])
+    for r in a.workers[a.workers["run_id"] == run_id].itertuples(index=False):
+        t.add_row(str(r.worker), str(r.host), str(r.steps), fmt(r.step_median_s, ".3f"), fmt(r.step_p95_s, ".3f"),
+                  fmt(r.cpu_mean, ".0f", "%"), fmt(r.cpu_p95, ".0f", "%"), fmt(r.cpu_s_per_step, ".3f"),
+                  fmt(r.rss_peak_bytes / MIB, ",.0f"))
+    return t
+
+
+def split_table(a: Analysis, run_id: str, note: str) -> Table:
+    t = _table(f"where step time goes: {run_id}", ["worker", "host", "compute s", "transfer s", "wait s",
+                                                   "input s", "overlap", "wait share", "straggler", "speed",
+                                                   "flag"])
+    rows = a.workers[a.workers["run_id"] == run_id]
+    for r in rows.itertuples(index=False):
+        t.add_row(str(r.worker), str(r.host), fmt(r.compute_s, ".3f"), fmt(r.transfer_s, ".3f"),
+                  fmt(r.wait_s, ".3f"), fmt(r.input_s, ".3f"), fmt(getattr(r, "overlap_share", None), ".0%"),
+                  fmt(r.wait_share, ".0%"), fmt(r.straggler_share, ".0%"), fmt(r.speed_score, ".2f"),
+                  "[red]straggler[/red]" if _true(r.flagged) else "")
+    overlap = ("overlap: share of the collective time hidden under compute (sum over the compared steps; "
+               "transfer and wait are the exposed rest); " if "overlap_share" in rows
+               and rows["overlap_share"].notna().any() else "")
+    t.caption = (f"seconds per step (mean), {note}; {overlap}straggler: share of steps with the largest compute; "
+                 f"speed score < 0.75 is flagged")
+    return t
+
+
+def processes_table(a: Analysis) -> Table:
+    t = _table("CPU per process over the training window (100% = one core)",
+               ["run id", "process", "pid", "CPU mean", "CPU p95", "of host budget", "CPU-s", "peak RSS MiB"])
+    # A parameter server or chief is named by its role and its task index (the index run.json uses).
+    labels = [f"{r.role} ({r.host})" if r.worker < 0 else f"{r.role} {r.worker} ({r.host})"
+              if r.role in ("worker", "trainer") else f"{r.role} (task {r.worker}, {r.host})"
+              for r in a.processes.itertuples(index=False)]
+    t.columns[1].no_wrap, t.columns[1].min_width = True, max(map(len, labels), default=7)
+    for label, r in zip(labels, a.processes.itertuples(index=False)):
+        t.add_row(r.run_id, label, str(r.pid), fmt(r.cpu_mean, ".0f", "%"), fmt(r.cpu_p95, ".0f", "%"),
+                  fmt(r.budget_share_mean, ".0%"), fmt(r.cpu_s, ",.1f"), fmt(r.rss_peak_bytes / MIB, ",.0f"))
+    return t
+
+
+def hosts_table(a: Analysis) -> Table:
+    t = _table("CPU per host (workers' CPU% summed; 100% = one core)",
+               ["run id", "host", "workers", "budget cores", "CPU mean", "CPU p95", "of budget (mean)",
+                "of budget (p95)"])
+    for r in a.hosts.itertuples(index=False):
+        t.add_row(r.run_id, str(r.host), str(r.workers), fmt(r.budget_cores, "g"), fmt(r.cpu_mean, ".0f", "%"),
+                  fmt(r.cpu_p95, ".0f", "%"), fmt(r.budget_share_mean, ".0%"), fmt(r.budget_share_p95, ".0%"))
+    return t
+
+
+def placement_table(a: Analysis) -> Table:
+    t = _table("placement what-if (workers per host by measured speed)",
+               ["run id", "host", "capacity share", "workers now", "proportional", "proposed"])
+    for r in a.placement.itertuples(index=False):
+        t.add_row(r.run_id, str(r.host), fmt(r.capacity_share, ".0%"), str(r.workers_now),
+                  fmt(r.workers_proportional, ".1f"), str(r.workers_proposed))
+    return t
+
+
+def convergence_table(a: Analysis) -> Table:
+    t = _table("convergence (validation after each epoch)",
+               ["run id", "epoch", "epoch s", "samples/s", "val loss", "val acc", "val AUC"])
+    for r in a.epochs.itertuples(index=False):
+        t.add_row(r.run_id, str(r.epoch), fmt(r.epoch_s, ".1f"), fmt(r.samples_per_s, ",.0f"),
+                  fmt(r.val_loss, ".4f"), fmt(r.val_accuracy, ".4f"), fmt(r.val_auc, ".4f"))
+    return t
+
+
+def ops_table(a: Analysis) -> Table:
+    t = _table("top traced ops (self time, all workers)", ["run id", "op", "count", "total s"])
+    for r in a.ops.itertuples(index=False):
+        t.add_row(r.run_id, str(r.name), fmt(r.count, ",.0f"), fmt(r.total_s, ".3f"))
+    return t
+
+
+def excluded_table(a: Analysis) -> Table:
+    t = _table("left out", ["run id", "reason"])
+    for r in a.excluded.itertuples(index=False):
+        t.add_row(r.run_id, r.reason)
+    return t
+
+
+def render(a: Analysis, out: TextIO, options: RenderOptions = RenderOptions()) -> None:
+    """Verdict, then the tables (``options.verdict_last``: the tables first, so a long study ends with the
+    answer); colour where ``out`` is a terminal."""
+    print_to(a, Console(file=out, width=options.width), options.verdict_last)
+
+
+def print_to(a: Analysis, console: Console, verdict_last: bool = False) -> None:
+    if not verdict_last:
+        _verdict(a, console)
+    _tables(a, console)
+    if verdict_last:
+        console.print()
+        _verdict(a, console)
+
+
+def _verdict(a: Analysis, console: Console) -> None:
+    console.print("[bold]Verdict[/bold]")
+    for line in a.verdict:
+        console.print(f"- {line}", highlight=False)
+    console.print()
+
+
+def _tables(a: Analysis, console: Console) -> None:
+    if not a.runs.empty:
+        console.print(runs_table(a))
+        console.print(cost_table(a))
+        for r in a.runs.itertuples(index=False):
+            if not a.workers.empty and r.workers > 1:
+                console.print(workers_table(a, r.run_id))
+            if isinstance(r.split_source, str) and r.split_source:
+                console.print(split_table(a, r.run_id, r.split_note))
+        for frame, table in ((a.processes, processes_table), (a.hosts, hosts_table),
+                             (a.placement, placement_table), (a.epochs, convergence_table), (a.ops, ops_table)):
+            if not frame.empty:
+                console.print(table(a))
+    if not a.excluded.empty:
+        console.print(excluded_table(a))
+    for w in a.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)

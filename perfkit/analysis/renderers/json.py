@@ -1,0 +1,221 @@
+"""The JSON renderer of an Analysis, and the documentation of every JSON key.
+
+``KEYS`` is the documentation (section -> key -> meaning); ``keys_markdown()`` renders it for
+docs/analysis-json.md; a test checks that the output and the documentation name the same keys. Every number is in
+seconds, bytes, fractions (0.5 = 50%) or CPU percent (100 = one core) as its key says; a figure that
+was not measured is ``null``, never a made-up value. Sections holding tables are lists of row objects.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any, TextIO
+
+import pandas as pd
+
+from perfkit.analysis.renderers import RenderOptions
+from perfkit.analysis.verify import HELD_WITHIN
+
+if TYPE_CHECKING:
+    from perfkit.analysis.result import Analysis
+
+FORMAT_VERSION = 1
+_STEP = "per step, mean over the compared steps"
+
+KEYS: dict[str, dict[str, str]] = {
+    "top": {
+        "format": '"perfkit-analysis"', "version": f"format version ({FORMAT_VERSION})",
+        "generated": "UTC time of the analysis", "baseline": "{run_id, chosen}: the baseline and how it was chosen "
+        "(run_id null when there is none; chosen then says why)",
+        "verdict": "list of plain sentences generated from the figures", "runs": "one object per analysed run",
+        "epochs": "per run and epoch (convergence)", "workers": "per run and worker",
+        "processes": "per run and process", "hosts": "per run and host", "placement": "per run and host: the "
+        "placement what-if (runs with several hosts)", "ops": "per run: top traced ops by self time",
+        "excluded": "runs left out, with the reason",
+        "verifications": "per verification run (`perfkit compare --verify`): the what-if it ran, predicted vs "
+        "measured", "modes": "per mode (single, multi, ps): its latest run, synchronous against asynchronous "
+        "training", "warnings": "list of warnings (e.g. trace skipped)",
+    },
+    "runs": {
+        "run_id": "run id", "is_baseline": "true for the baseline", "mode": "single, multi or ps",
+        "strategy": "the tf.distribute strategy it trained under", "ps": "parameter servers (ps mode)",
+        "step_shares": "each worker's share of the training steps (\"0 38%, 1 62%\")",
+        "min_step_share": "the smallest share", "min_share_worker": "the worker that had it",
+        "min_share_vs_even": "min_step_share x workers: 1 when every worker ran as many steps (always so "
+        "under a synchronous strategy); below 1, that worker was slower and ran fewer steps (ps)",
+        "status": "run status (always complete here)", "preset": "workload preset", "data": "dataset and split",
+        "workers": "worker processes (1 for single)", "hosts": "hosts in the cluster", "epochs": "epochs recorded",
+        "steady_epoch_s": "median epoch time (train + validation, worker 0) over the epochs after the first",
+        "steady_is_warmup": "true when only one epoch ran (the figure includes warm-up)",
+        "fit_s": "first step start to last epoch end", "steady_samples_per_s": "median training samples/s "
+        "over the epochs after the first", "samples": "training samples (all workers, all epochs)",
+        "cpu_s": "CPU-seconds of every worker process over the training window (launcher left out)",
+        "cpu_s_per_1k_samples": "cpu_s per 1,000 training samples", "rss_peak_max_bytes": "largest peak RSS "
+        "of any worker (memory per replica)", "val_loss": "validation loss after the last epoch",
+        "val_accuracy": "validation accuracy after the last epoch", "val_auc": "validation AUC after the last epoch",
+        "split_source": '"trace", "estimate" (from CPU-seconds per step) or null (no split: one worker, no trace)',
+        "split_note": "how the compute/transfer/wait split was obtained, and for an estimate why no trace was used",
+        "steps_compared": "steps recorded by every worker that the split compares", "straggler_cost": "total wait / total worker step time",
+        "flagged_workers": "space-separated worker indices with speed score < 0.75",
+        "slowest_worker": "the worker that was the straggler in most steps", "slowest_host": "its host",
+        "slowest_straggler_share": "fraction of steps it was the straggler", "slowest_speed_score": "its speed score",
+        "others_wait_share": "the other workers' total wait / their total step time",
+        "equal_step_ratio": "sum over the compared steps of the old step model (median busy + the run's own "
+        "transfer + median input) / actual, kept for comparison",
+        "equal_epoch_s": "what-if steady epoch with every worker at the median worker's speed: steps per epoch x "
+        "mean predicted step (the median worker's compute x the step's slowest-of-N variation x the trace "
+        "correction + transfer + input) + time outside steps + validation scaled like a step (analysis/whatif.py)", "equal_epoch_lo_s": "lower end of its 95% interval (from the step-to-step "
+        "spread)", "equal_epoch_hi_s": "upper end", "equal_step_s": "mean predicted step",
+        "equal_compute_s": "compute per step the what-if gives every worker (the median worker's median, traced)",
+        "equal_epoch_per_compute": "seconds of steady epoch per second of compute per step (both what-ifs: the "
+        "epoch is linear in the compute level)",
+        "equal_transfer_s": "all-reduce seconds per step a balanced cluster would pay",
+        "equal_transfer_source": "calibration (the workers' all-reduce calibration after training), scaled run "
+        "(the run's own, scaled by the what-if's compute over the slowest worker's, "
+        "which ran under a CPU budget of at most a core) or run (the run's own, as measured: real hosts, "
+        "shaped links)",
+        "equal_val_s": "predicted validation seconds per epoch",
+        "equal_budgets": "per host, the CPU budget (cores) that would give its workers the median speed",
+        "equal_assumptions": "the what-if's assumptions in one line", "placement_hosts": "hosts, ':'-separated",
+        "placement_now": "workers per host now, ':'-separated", "placement_proposed": "workers per host by measured "
+        "speed", "compute_now_s": "slowest worker's compute per step, placement model, now",
+        "compute_proposed_s": "the same with the proposed placement",
+        "placement_epoch_s": "what-if steady epoch with the proposed placement (only when it moves a worker): the "
+        "equal-workers model at compute_proposed_s", "placement_epoch_lo_s": "lower end of its 95% interval",
+        "placement_epoch_hi_s": "upper end", "placement_assumptions": "its assumptions in one line",
+        "largest_term": "the largest of compute, transfer, wait and input in the workers' mean step",
+        "transfer_share": "mean transfer per step / mean step time, over the workers",
+        "links": "the emulated hosts' shaped links as applied (host rate/delay/loss, ', '-separated); null: "
+        "none shaped", "speedup": "baseline steady_epoch_s / "
+        "steady_epoch_s", "speedup_fit": "baseline fit_s / fit_s", "efficiency": "speedup / workers",
+        "efficiency_fit": "speedup_fit / workers", "cpu_cost_vs_baseline": "cpu_s_per_1k_samples / the baseline's",
+        "val_accuracy_gap": "val_accuracy - the baseline's", "val_auc_gap": "val_auc - the baseline's",
+        "val_loss_gap": "val_loss - the baseline's", "equal_speedup": "baseline steady_epoch_s / equal_epoch_s",
+    },
+    "epochs": {
+        "run_id": "run id", "epoch": "1-based epoch", "epoch_s": "train_s + val_s (worker 0)",
+        "train_s": "training time", "val_s": "validation time", "samples": "training samples (all workers)",
+        "samples_per_s": "samples / train_s", "end_s": "epoch end, seconds since the first step",
+        **{m: f"{m.replace('_', ' ')} after this epoch" for m in (
+            "val_accuracy", "val_auc", "val_loss", "val_precision", "val_recall", "loss", "accuracy", "auc")},
+    },
+    "workers": {
+        "run_id": "run id", "worker": "worker index", "host": "host", "steps": "training steps recorded",
+        "step_share": "its share of all workers' steps", "steps_per_s": "its steps per second of the fit",
+        "step_mean_s": "mean step time", "step_min_s": "shortest step", "step_max_s": "longest step",
+        "step_q1_s": "step time, first quartile", "step_median_s": "median step time",
+        "step_q3_s": "step time, third quartile", "step_p95_s": "step time, 95th percentile",
+        "step_lo_s": "lowest step time within 1.5 IQR of q1", "step_hi_s": "highest step time within 1.5 IQR of q3",
+        "cpu_mean": "CPU% of the worker's processes (summed per sample), mean over the training window",
+        "cpu_p95": "the same, 95th percentile", "rss_peak_bytes": "peak RSS (memory per replica)",
+        "threads_max": "most threads", "cpu_s": "CPU-seconds over the training window",
+        "cpu_s_per_step": "cpu_s / steps", "split_source": '"trace" or "estimate"',
+        "steps_compared": "steps in the split", "compute_s": f"compute (busy) time {_STEP}",
+        "transfer_s": f"transfer time (min exposed collective over workers) {_STEP}",
+        "wait_s": f"waiting for peers in collectives (exposed collective - transfer) {_STEP}",
+        "input_s": f"input time {_STEP} (null: estimate)",
+        "collective_total_s": f"all collective op time, exposed or hidden under compute, {_STEP} (null: estimate "
+        "or a trace from an older parser)",
+        "overlap_s": f"collective time hidden under compute {_STEP} (null: as collective_total_s)",
+        "overlap_share": "sum of overlap_s / sum of collective_total_s over the compared steps: the share of "
+        "communication hidden under compute (null: unknown, or no collective)",
+        "compute_median_s": "median compute time per step", "wait_share": "total wait / total step time",
+        "straggler_share": "fraction of steps this worker was the straggler (largest compute)",
+        "speed_score": "median over steps of the fastest worker's compute / this worker's median compute",
+        "flagged": "speed_score < 0.75",
+    },
+    "processes": {
+        "run_id": "run id", "worker": "worker index (-1: launcher)", "host": "host", "pid": "process id",
+        "role": "trainer, worker, launcher, ...", "samples": "CPU samples in the training window",
+        "cpu_mean": "CPU% mean (100 = one core)", "cpu_p95": "CPU% 95th percentile",
+        "budget_share_mean": "cpu_mean / (its host's budget_cores * 100); null for a host without a budget",
+        "cpu_s": "CPU-seconds",
+        "rss_peak_bytes": "peak RSS", "threads_max": "most threads",
+    },
+    "hosts": {
+        "run_id": "run id", "host": "host", "workers": "workers on it", "budget_cores": "cores it was given, "
+        "read back from its workers (cgroup quota capped by affinity), else its requested budget or cores",
+        "budget_requested_cores": "the emulated budget asked for (scaled to this machine), else its cores",
+        "budget_enforced": "false when the run was made with --allow-unenforced and no mechanism could hold "
+        "the hosts to their budgets: every budget_* figure is then only what was asked", "cpu_mean": "its workers' CPU% summed, mean",
+        "cpu_p95": "the same, 95th percentile", "budget_share_mean": "cpu_mean / (budget_cores * 100)",
+        "budget_share_p95": "cpu_p95 / (budget_cores * 100)",
+    },
+    "placement": {
+        "run_id": "run id", "host": "host", "capacity_share": "share of the measured compute capacity",
+        "workers_now": "workers placed there", "workers_proportional": "workers in proportion to capacity",
+        "workers_proposed": "whole workers minimising the slowest worker's compute",
+    },
+    "ops": {"run_id": "run id", "name": "op name", "count": "occurrences (all workers)",
+            "total_s": "self time, all workers"},
+    "excluded": {"run_id": "run id", "path": "its directory (parts comma-separated)", "reason": "why it was left out"},
+    "verifications": {
+        "run_id": "the run whose what-if was verified", "verified_by": "the run that realised it",
+        "what": "which what-if (equal workers, or placement)", "budgets": "per host, the CPU budget the verification ran with",
+        "placement": "workers per host it ran with, for a placement what-if (null: as the verified run)",
+        "predicted_epoch_s": "the steady epoch predicted (recorded before the verification ran)",
+        "predicted_lo_s": "its 95% interval, lower end", "predicted_hi_s": "upper end",
+        "measured_epoch_s": "the verification run's steady epoch", "error": "(predicted - measured) / measured",
+        "held": f"|error| <= {HELD_WITHIN:.0%}",
+        "transfer_source": "where the prediction's transfer came from (as equal_transfer_source)",
+        "compute_assumed_s": "compute per step the what-if assumes of every worker (traced, median worker)",
+        "compute_measured_s": "compute per step the verification's workers took (median over workers of their "
+                              "median): when it differs from the assumed, the budgets did not realise the what-if",
+        "predicted_at_realised_s": "the prediction moved to compute_measured_s (the epoch is linear in the compute "
+                                   "per step): what the model predicts for the configuration that really ran",
+        "error_at_realised": "(predicted_at_realised_s - measured) / measured: the model's own error"},
+    "modes": {
+        "mode": "single, multi or ps", "strategy": "its tf.distribute strategy", "run_id": "the mode's latest "
+        "run (verification runs left out)", "workers": "workers", "ps": "parameter servers",
+        "steady_epoch_s": "steady epoch time", "steady_samples_per_s": "steady samples/s",
+        "speedup": "baseline steady epoch / this one", "efficiency": "speedup / workers",
+        "step_shares": "each worker's share of the steps", "min_step_share": "the smallest share",
+        "val_accuracy": "validation accuracy after the last epoch", "val_auc": "validation AUC after the last epoch",
+        "val_accuracy_gap": "minus the baseline's", "epoch_ratio_vs_multi": "the multi run's steady epoch / this "
+        "one (> 1: faster than synchronous training)", "val_accuracy_vs_multi": "this minus the multi run's",
+        "val_auc_vs_multi": "this minus the multi run's"},
+}
+TABLES = ("runs", "epochs", "workers", "processes", "hosts", "placement", "ops", "excluded", "verifications", "modes")
+
+
+def keys_markdown() -> str:
+    """The JSON keys as Markdown (docs/analysis-json.md)."""
+    out = []
+    for section, keys in KEYS.items():
+        out.append("Top-level keys:" if section == "top" else f"`{section}[]` rows:")
+        out += [f"- `{k}`: {v}" for k, v in keys.items()] + [""]
+    return "\n".join(out)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    if hasattr(value, "item"):  # numpy scalar
+        return _clean(value.item())
+    return value
+
+
+def _rows(df: pd.DataFrame, section: str) -> list[dict[str, Any]]:
+    if df.empty:
+        return []
+    cols = [c for c in KEYS[section] if c in df.columns]
+    return [{k: _clean(v) for k, v in row.items()} for row in df[cols].to_dict("records")]
+
+
+def to_dict(a: Analysis) -> dict[str, Any]:
+    from perfkit.results import utc_now
+
+    out: dict[str, Any] = {"format": "perfkit-analysis", "version": FORMAT_VERSION, "generated": utc_now(),
+                           "baseline": {"run_id": a.baseline_id, "chosen": a.baseline_note},
+                           "verdict": list(a.verdict)}
+    for section in TABLES:
+        out[section] = _rows(getattr(a, section), section)
+    out["warnings"] = list(a.warnings)
+    return out
+
+
+def render(a: Analysis, out: TextIO, options: RenderOptions = RenderOptions()) -> None:
+    out.write(json.dumps(to_dict(a), indent=2, allow_nan=False) + "\n")

@@ -1,0 +1,283 @@
+"""What the commands share, defined once: the typer app, the options that several commands take (same flag,
+same help, same default), the live progress display, the end-of-run summary, and the analysis outputs. No
+command module imports another; everything here is presentation, and every check of what a flag means
+lives in the library (``perfkit.trainer.options``, ``perfkit.config``).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from perfkit.events import NullObserver
+
+if TYPE_CHECKING:
+    from perfkit.analysis.result import Analysis
+    from perfkit.analysis.summary import RunSummary
+    from perfkit.config import RunConfig
+    from perfkit.results import RunMeta
+    from perfkit.trainer.multi import MultiOptions
+
+app = typer.Typer(
+    name="perfkit",
+    help="How much faster is a multi-worker TensorFlow run than the single-machine baseline, and why not more.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ResultsDir = Annotated[Path, typer.Option(help="Where run directories are created.")]
+RunId = Annotated[Optional[str], typer.Option(help="Run id (default: <UTC time>-<mode>[-<label>], or the "
+                                              "scheduler's job id).")]
+Label = Annotated[Optional[str], typer.Option(help="Appended to the generated run id.")]
+SampleInterval = Annotated[float, typer.Option(help="Seconds between CPU samples.")]
+Workers = Annotated[Optional[int], typer.Option(help="multi, ps: N workers on this machine (127.0.0.1).")]
+ClusterFile = Annotated[Optional[Path], typer.Option("--cluster", help="multi, ps: cluster file (TOML: hosts with "
+                                                     "name, address, cores, workers, base_port; ps: ps, chief).")]
+Emulate = Annotated[bool, typer.Option("--emulate", help="multi: emulate --cluster's hosts on this machine with "
+                                       "their CPU budgets (automatic when every address is local).")]
+Pin = Annotated[bool, typer.Option("--pin/--no-pin", help="Pin workers to cores and cap TF threads.")]
+NoProfile = Annotated[bool, typer.Option("--no-profile", help="No profiler trace window.")]
+ClusterFrom = Annotated[Optional[str], typer.Option(
+    help="multi: the cluster from a scheduler: slurm (srun's variables), tf-config (TF_CONFIG: TFJob, Vertex AI, "
+    "SageMaker, Ray; perfkit launch passes it on unchanged) or auto (automatic when neither --workers nor "
+    "--cluster is given and one is detected).", show_default=False)]
+BasePort = Annotated[Optional[int], typer.Option(help="multi, --cluster-from slurm: each task's port is this + its "
+                                                 "local id [default: 23456].", show_default=False)]
+AllowUnenforced = Annotated[bool, typer.Option("--allow-unenforced", help="multi: run emulated hosts even where their "
+                                               "CPU budgets cannot be enforced (figures that use budgets are then "
+                                               "marked).")]
+
+
+class WarningsOnly(NullObserver):
+    """``--quiet``: no progress, but what the user must know (an exposed server, unenforced budgets)."""
+
+    def warning(self, text: str) -> None:
+        print(f"perfkit: warning: {text}", file=sys.stderr)
+
+
+class ProgressObserver:
+    """Epoch and step bars with live loss, accuracy and CPU%; it only reads what the trainer reports."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=console,
+            transient=False,
+        )
+        self._cpu: Callable[[], float | None] = lambda: None
+        self._epochs_task: Any = None
+        self._steps_task: Any = None
+        self._steps = 0
+
+    def phase(self, text: str) -> None:
+        self.console.print(f"[dim]- {text}[/dim]")
+
+    def warning(self, text: str) -> None:
+        self.console.print(f"[yellow]warning: {escape(text)}[/yellow]")
+
+    def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:
+        self._cpu, self._steps = cpu, steps_per_epoch
+        self._progress.start()
+        self._epochs_task = self._progress.add_task("epochs", total=epochs, info="")
+        self._steps_task = self._progress.add_task("steps ", total=steps_per_epoch, info="")
+
+    def step(self, epoch: int, step: int, logs: Mapping[str, Any]) -> None:
+        from perfkit.analysis.renderers.console import fmt
+
+        cpu = self._cpu()
+        info = (f"loss {fmt(logs.get('loss'), '.4f')}  acc {fmt(logs.get('accuracy'), '.4f')}"
+                f"  CPU {fmt(cpu, '.0f', '%')}")
+        self._progress.update(self._steps_task, completed=step + 1, info=info)
+
+    def epoch(self, epoch: int, row: Mapping[str, Any]) -> None:
+        from perfkit.analysis.renderers.console import fmt
+
+        info = (f"epoch {epoch + 1}: {fmt(row.get('train_s', math.nan) + row.get('val_s', 0.0), '.1f', ' s')}"
+                f"  val_acc {fmt(row.get('val_accuracy'), '.4f')}  val_auc {fmt(row.get('val_auc'), '.4f')}")
+        self._progress.update(self._epochs_task, advance=1, info=info)
+        self._progress.reset(self._steps_task, total=self._steps, info="")
+
+    def training_finished(self) -> None:
+        if self._steps_task is not None:
+            self._progress.update(self._steps_task, visible=False)
+        self.close()
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+def summary_table(summary: RunSummary, epochs: Any) -> Table:
+    from perfkit.analysis.renderers.console import fmt
+
+    what = f"preset {summary.preset}" if summary.preset else "your command"
+    table = Table(title=f"run {summary.run_id} ({summary.mode}, {what}, {summary.status})")
+    for col in ("epoch", "epoch s", "train s", "val s", "samples/s", "val acc", "val AUC"):
+        table.add_column(col, justify="right")
+    for row in epochs.itertuples(index=False):
+        table.add_row(str(row.epoch), fmt(row.epoch_s, ".1f"), fmt(row.train_s, ".1f"), fmt(row.val_s, ".1f"),
+                      fmt(row.samples_per_s, ",.0f"), fmt(row.val_accuracy, ".4f"), fmt(row.val_auc, ".4f"))
+    steady = "epoch time (1 epoch, includes warm-up)" if summary.steady_is_warmup else "steady epoch time"
+    table.caption = (
+        f"{steady} {fmt(summary.steady_epoch_s, '.1f', ' s')} · steady {fmt(summary.steady_samples_per_s, ',.0f')}"
+        f" samples/s · fit {fmt(summary.fit_s, '.1f', ' s')} · CPU mean {fmt(summary.cpu_mean, '.0f', '%')}"
+        f" p95 {fmt(summary.cpu_p95, '.0f', '%')} (100% = one core) · command to first step"
+        f" {fmt(summary.startup_s, '.1f', ' s')}"
+    )
+    return table
+
+
+def worker_lines(workers: Any) -> Table:
+    from perfkit.analysis.renderers.console import fmt
+
+    table = Table(title="workers")
+    for col in ("worker", "host", "steps", "median step s", "CPU mean", "CPU p95", "peak RSS"):
+        table.add_column(col, justify="left" if col == "host" else "right")
+    for w in workers.itertuples(index=False):
+        rss = w.rss_peak_bytes / 2**20 if isinstance(w.rss_peak_bytes, (int, float)) else math.nan
+        table.add_row(str(w.worker), str(w.host), str(w.steps), fmt(w.step_median_s, ".3f"),
+                      fmt(w.cpu_mean, ".0f", "%"), fmt(w.cpu_p95, ".0f", "%"), fmt(rss, ",.0f", " MiB"))
+    return table
+
+
+def trace_lines(profile: Any, run_dir: Path) -> list[str]:
+    """One line per traced worker: its median step split as the trace saw it, the share of its collective
+    time hidden under compute, and the cross-check. Parsing the captures here (after training, in the CLI
+    process) also writes the run's trace cache, so the first analysis finds it ready."""
+    import pandas as pd
+
+    from perfkit.analysis.tracetables import load_traces, overlap_share
+
+    if not isinstance(profile, dict) or not profile.get("workers"):
+        return [] if not isinstance(profile, dict) or profile.get("spec") == "off" else [
+            f"profiler trace: none ({profile.get('error', 'no capture')})"]
+    window = profile.get("window") or {}
+    lines = [f"profiler trace of steps {window.get('first')}-{window.get('last')} "
+             f"(TensorBoard: perfkit tensorboard {run_dir.name}):"]
+    tables = load_traces(run_dir, replace(_meta(run_dir), profile=profile))
+    steps = tables.steps if tables.steps is not None else pd.DataFrame(columns=["worker", "step_s"])
+    med = steps.groupby("worker").median(numeric_only=True)
+    hidden = overlap_share(steps)
+    for worker, entry in sorted(profile["workers"].items(), key=lambda kv: int(kv[0])):
+        if int(worker) not in med.index:
+            bad = tables.unreadable.get(worker)
+            why = f"unreadable ({bad['file']}: {bad['error']})" if bad else \
+                f"{entry.get('status')} {entry.get('error') or ''}"
+            lines.append(f"  worker {worker}: {why}".rstrip())
+            continue
+        m, check = med.loc[int(worker)], tables.checks.get(worker, {})
+        agree = (f"trace vs step callback {100 * (check['agreement'] - 1):+.1f}%" if "agreement" in check
+                 else "no step callback match")
+        share = hidden.get(int(worker), math.nan)
+        overlap = "" if math.isnan(share) else f"; {share:.0%} of all-reduce time hidden under compute"
+        lines.append(f"  worker {worker}: step {m['step_s']:.3f} s = compute {m['compute_s']:.3f} + all-reduce "
+                     f"{m['collective_s']:.3f} exposed + input {m['input_s']:.3f} + other {m['other_s']:.3f}"
+                     f"{overlap} ({agree})")
+    return lines + [f"  warning: {w}" for w in tables.notes]
+
+
+def _meta(run_dir: Path) -> RunMeta:
+    from perfkit.errors import ResultsError
+    from perfkit.results import SCHEMA_VERSION, RunMeta, load_meta
+
+    try:
+        return load_meta(run_dir)
+    except ResultsError:  # the caller's profile is enough to find the captures; hosts are then unknown
+        return RunMeta(schema_version=SCHEMA_VERSION, run_id=run_dir.name)
+
+
+def train_once(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, run_id: str | None,
+               quiet: bool, extra_meta: dict[str, object] | None = None) -> Path:
+    """One run with the live progress display, then its summary (both silenced by ``quiet``)."""
+    console = Console(stderr=False, quiet=quiet)
+    observer = progress_observer(console, quiet)
+    try:
+        from perfkit.trainer.options import train
+
+        path = train(cfg, opts, results_dir, observer, run_id=run_id, extra_meta=extra_meta)
+    finally:
+        if hasattr(observer, "close"):
+            observer.close()
+    if not quiet:
+        print_summary(console, path)
+    return path
+
+
+def progress_observer(console: Console, quiet: bool) -> WarningsOnly | ProgressObserver:
+    return WarningsOnly() if quiet else ProgressObserver(console)
+
+
+def print_summary(console: Console, path: Path) -> None:
+    from perfkit.analysis.summary import epoch_table, summarize, worker_table
+    from perfkit.results import RunRecord
+
+    record = RunRecord.load(path)
+    if record.steps.empty:  # a launched command that does not use perfkit.record
+        console.print(f"no steps recorded (the command does not use perfkit.record): only CPU, memory and "
+                      f"exit status\nrun directory: {path}")
+        return
+    console.print(summary_table(summarize(record), epoch_table(record)))
+    workers = worker_table(record)
+    if len(workers) > 1:
+        console.print(worker_lines(workers))
+    for line in trace_lines(record.run.profile or None, path):
+        console.print(line)
+    console.print(f"run directory: {path}")
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+
+
+def default_html_path(results_dir: Path) -> Path:
+    from datetime import datetime, timezone
+
+    return results_dir / "analysis" / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") / "report.html"
+
+
+def write_outputs(analysis: Analysis, fmt: Format, output: Path | None, html: Path | None, csv: Path | None,
+                  verdict_last: bool = False) -> None:
+    """The analysis in the terminal (or as JSON), and the CSV and HTML files asked for."""
+    from perfkit.analysis import renderers
+
+    notes = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
+    said = notes if fmt is Format.json else Console(width=None if sys.stdout.isatty() else 120)
+    if fmt is Format.json:
+        if output is None:
+            renderers.render("json", analysis, sys.stdout)
+        else:
+            renderers.write("json", analysis, output)
+            notes.print(f"JSON: {output}", highlight=False)
+    else:
+        width = None if sys.stdout.isatty() else 120
+        renderers.render("console", analysis, sys.stdout, renderers.RenderOptions(verdict_last, width))
+    if csv is not None:
+        renderers.write("csv", analysis, csv)
+        said.print(f"CSV: {csv}", highlight=False)
+    if html is not None:
+        renderers.write("html", analysis, html)
+        # soft_wrap: a path is never broken across lines (it is copied, or read by scripts)
+        said.print(f"HTML report: {html}", highlight=False, soft_wrap=True)

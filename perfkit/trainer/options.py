@@ -1,0 +1,216 @@
+"""A run's options from what the user gave (flags, a cluster file, a scheduler's environment), checked
+before anything starts: the library's side of ``perfkit run``, ``launch`` and ``compare``, so that every
+command validates the same way and the CLI only parses. ``train`` runs one configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from perfkit import schedulers
+from perfkit.cluster import check_mode, load_cluster, local_cluster
+from perfkit.config import Mode, RunConfig
+from perfkit.errors import UsageError
+from perfkit.events import Observer
+from perfkit.profiler.tracewindow import check_spec
+from perfkit.trainer.command import LaunchOptions, UserCommand
+from perfkit.trainer.hosts.cpubudget import available_cores
+from perfkit.trainer.multi import MultiOptions, run_multi, select_local
+from perfkit.trainer.single import run_single
+
+
+def train(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, observer: Observer, run_id: str | None = None,
+          extra_meta: dict[str, object] | None = None) -> Path:
+    """One run: in this process (``opts`` None: single mode) or on a cluster of worker processes."""
+    if opts is not None:
+        return run_multi(cfg, opts, results_dir, observer, run_id=run_id, extra_meta=extra_meta)
+    return run_single(cfg, results_dir, observer, run_id=run_id)
+
+
+def for_mode(cfg: RunConfig, mode: Mode, *, workers: int | None, cluster: Path | None, host: str | None,
+             task_index: int | None, emulate: bool, pin: bool, connect_timeout: float, stall_timeout: float,
+             max_restarts: int, cluster_from: str | None, base_port: int | None, ps: int | None,
+             allow_unenforced: bool, profile_steps: str) -> tuple[RunConfig, MultiOptions | None]:
+    """``perfkit run``'s configuration and cluster for ``mode`` (no cluster in single mode), every flag
+    checked against the mode."""
+    if mode is not Mode.ps and ps is not None:
+        raise UsageError("--ps: only with --mode ps")
+    if mode is Mode.ps:
+        cfg = ps_config(cfg, profile_steps, max_restarts)
+    if mode is Mode.single:
+        no_multi_flags(workers=workers, cluster=cluster, host=host, task_index=task_index,
+                       allow_unenforced=allow_unenforced or None, cluster_from=cluster_from, base_port=base_port)
+        return cfg, None
+    opts = multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
+                         cluster_from, base_port, mode=mode, ps=ps)
+    return cfg, supervised(opts, stall_timeout, allow_unenforced)
+
+
+def supervised(opts: MultiOptions, stall_timeout: float, allow_unenforced: bool) -> MultiOptions:
+    if stall_timeout <= 0:
+        raise UsageError("--stall-timeout: must be > 0 seconds")
+    return replace(opts, stall_timeout=stall_timeout, allow_unenforced=allow_unenforced)
+
+
+def launch_options(command: list[str], mode: Mode, *, workers: int | None, cluster: Path | None, emulate: bool,
+                   pin: bool, connect_timeout: float, stall_timeout: float, max_restarts: int,
+                   cluster_from: str | None, base_port: int | None, allow_unenforced: bool, profile_steps: str,
+                   sample_interval: float, label: str | None) -> tuple[LaunchOptions, MultiOptions]:
+    """``perfkit launch``'s options: the command (its program found now), and the workers it runs as."""
+    if not 0.05 <= sample_interval <= 60:
+        raise UsageError("--sample-interval: must be between 0.05 and 60 seconds")
+    if mode is Mode.ps:
+        raise UsageError("--mode: ps is for perfkit run (perfkit's own chief, workers and parameter servers); "
+                         "perfkit launch runs your command with --mode single or multi")
+    if mode is Mode.multi:
+        opts = multi_options(workers, cluster, None, None, emulate, pin, connect_timeout, max_restarts,
+                             cluster_from, base_port)
+    else:
+        if workers not in (None, 1) or cluster is not None or emulate or cluster_from is not None:
+            raise UsageError("--workers/--cluster/--emulate/--cluster-from: only with --mode multi")
+        opts = multi_options(1, None, None, None, False, pin, connect_timeout, max_restarts)
+    passed_on = opts.scheduler.tf_config if opts.scheduler is not None else None
+    lopts = LaunchOptions(UserCommand.checked(command, mode is Mode.multi, passed_on), mode,
+                          check_spec(profile_steps), sample_interval=sample_interval, label=label)
+    return lopts, supervised(opts, stall_timeout, allow_unenforced)
+
+
+def no_multi_flags(**given: object) -> None:
+    used = [name for name, value in given.items() if value is not None]
+    if used:
+        raise UsageError(f"--{used[0].replace('_', '-')}: only with --mode multi or ps")
+
+
+def ps_config(cfg: RunConfig, profile_steps: str, max_restarts: int) -> RunConfig:
+    """ParameterServerStrategy's run config: no trace window (every worker's steps are timed in the step's
+    graph instead, trainer/worker/ps.py) and no restarts (the chief cannot resume from a backup)."""
+    if profile_steps not in ("auto", "off"):
+        raise UsageError("--profile-steps: --mode ps records no trace window (each worker times its own steps); "
+                         "leave it at auto or pass --no-profile")
+    if max_restarts:
+        raise UsageError("--max-restarts: --mode ps does not restart a cluster (TF's chief cannot resume from a "
+                         "backup); leave it at 0")
+    return replace(cfg, profile_steps="off")
+
+
+def multi_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
+                   emulate: bool, pin: bool, connect_timeout: float, max_restarts: int,
+                   cluster_from: str | None = None, base_port: int | None = None, mode: Mode = Mode.multi,
+                   ps: int | None = None, workers_only: bool = False) -> MultiOptions:
+    """The cluster of a multi or ps run, checked against the strategy; ``workers_only``: a ps cluster file's
+    hosts without their parameter servers and chief (compare's synchronous run on the same file)."""
+    if mode is Mode.ps and cluster_from is not None:
+        raise UsageError("--cluster-from: --mode ps takes its cluster from --workers/--ps or --cluster FILE")
+    if mode is Mode.ps and cluster is not None and ps is not None:
+        raise UsageError("--ps: not with --cluster (each host's ps = K in the file says where they run)")
+    if ps is not None and ps < 1:
+        raise UsageError("--ps: must be at least 1")
+    opts = _cluster_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
+                            cluster_from, base_port, (ps or 1) if mode is Mode.ps else 0, workers_only)
+    check_mode(opts.cluster, mode.value, cores=float(len(available_cores())) if opts.emulate else None)
+    return opts
+
+
+def _cluster_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
+                     emulate: bool, pin: bool, connect_timeout: float, max_restarts: int,
+                     cluster_from: str | None, base_port: int | None, ps: int,
+                     workers_only: bool = False) -> MultiOptions:
+    if cluster_from is None and workers is None and cluster is None and schedulers.detect(os.environ):
+        cluster_from = "auto"  # under srun or a TF_CONFIG-setting scheduler, with no cluster named
+    if cluster_from is not None:
+        if workers is not None or cluster is not None or host is not None or task_index is not None or emulate:
+            raise UsageError("--cluster-from: not with --workers/--cluster/--host/--task-index/--emulate (the "
+                             "scheduler gives the cluster and this task)")
+        task = schedulers.from_environment(cluster_from, os.environ, float(len(available_cores())),
+                                           base_port or schedulers.DEFAULT_BASE_PORT)
+        return MultiOptions(task.cluster, (task.index,), f"w{task.index}", False, pin, connect_timeout, max_restarts,
+                            scheduler=task)
+    if base_port is not None:
+        raise UsageError("--base-port: only with --cluster-from slurm")
+    if (workers is None) == (cluster is None):
+        raise UsageError(f"--mode {'ps' if ps else 'multi'}: give either --workers N or --cluster FILE (or "
+                         f"--cluster-from under a scheduler)")
+    if connect_timeout <= 0:
+        raise UsageError("--connect-timeout: must be > 0 seconds")
+    if max_restarts < 0:
+        raise UsageError("--max-restarts: must be >= 0")
+    if cluster is None:
+        if host is not None or task_index is not None or emulate:
+            raise UsageError("--host/--task-index/--emulate: only with --cluster FILE")
+        spec = local_cluster(int(workers or 0), float(len(available_cores())), ps=ps)
+        return MultiOptions(spec, tuple(t.index for t in spec.tasks), None, False, pin, connect_timeout,
+                            max_restarts)
+    spec = load_cluster(cluster)
+    spec = spec.workers_only() if workers_only else spec
+    local, part = select_local(spec, host, task_index)
+    emulated = emulate or (part is None and spec.is_local())
+    return MultiOptions(spec, local, part, emulated, pin, connect_timeout, max_restarts)
+
+
+def parse_modes(text: str) -> list[str]:
+    """``single,multi,ps`` -> the modes in run order, single first; a one-line error for anything else."""
+    given = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in given if m not in ("single", "multi", "ps")]
+    if bad or "single" not in given or len(given) < 2 or len(set(given)) < len(given):
+        raise UsageError(f"--modes: {text!r} must list single (the baseline) and at least one of multi, ps, each "
+                         f"once, comma-separated (e.g. single,multi,ps)")
+    return [m for m in ("single", "multi", "ps") if m in given]
+
+
+def compare_clusters(cfgs: dict[str, RunConfig], workers: int | None, cluster: Path | None, ps: int | None, pin: bool,
+                  connect_timeout: float, allow_unenforced: bool) -> dict[str, MultiOptions]:
+    """The cluster options of each non-baseline mode, checked before anything runs. One cluster file serves
+    both: multi runs its hosts' workers only, ps also their parameter servers and the chief."""
+    if ps is not None and "ps" not in cfgs:
+        raise UsageError("--ps: only with ps in --modes")
+    n = workers if cluster is None and workers is not None else (None if cluster else 2)
+    out: dict[str, MultiOptions] = {}
+    for m in ("multi", "ps"):
+        if m not in cfgs:
+            continue
+        o = multi_options(n, cluster, None, None, False, pin, connect_timeout, 0, mode=Mode(m),
+                          ps=ps if m == "ps" else None, workers_only=m == "multi")
+        if m == "multi" and cfgs[m].batch_size % o.cluster.num_workers:
+            raise UsageError(f"--workers: the global batch {cfgs[m].batch_size} does not divide among "
+                             f"{o.cluster.num_workers} workers")
+        out[m] = replace(o, allow_unenforced=allow_unenforced)
+    return out
+
+
+def verification(analysis: Any, run: Path, cfg: RunConfig, opts: MultiOptions, what: str
+                 ) -> tuple[RunConfig, MultiOptions, dict[str, Any]]:
+    """The configuration that realises ``run``'s what-if (same data and workload): the equal-workers budgets,
+    or the proposed workers per host at the budgets the run had; its cluster file is written into ``run``."""
+    from perfkit._atomic import atomic_write
+    from perfkit.analysis.cpu import requested_budgets
+    from perfkit.analysis.verify import (equal_cluster_toml, placement_cluster_toml, prediction, proposed_workers,
+                                         verification_window_of)
+    from perfkit.analysis.whatif import budgets_text, parse_budgets
+    from perfkit.results import load_meta
+
+    row = next(analysis.runs[analysis.runs["run_id"] == run.name].itertuples(index=False))
+    meta, cores = load_meta(run), float(len(available_cores()))
+    if what == "placement":
+        if row.placement_epoch_s != row.placement_epoch_s:  # NaN: the proposal moves nobody
+            raise UsageError(f"--verify: the placement what-if of {run.name} proposes the placement it ran with "
+                             f"({row.placement_now} on {row.placement_hosts}): nothing to run")
+        applied = requested_budgets(meta)  # as the run asked: the verification applies them the same way
+        text = placement_cluster_toml(meta, applied, proposed_workers(row), cores)
+        pred, name = prediction(row, what, budgets_text(applied)), "verify-placement.toml"
+    else:
+        if row.equal_epoch_s != row.equal_epoch_s:  # NaN
+            raise UsageError(f"--verify: {run.name} has no equal-workers what-if to verify ({row.split_note})")
+        if not isinstance(row.equal_budgets, str) or not row.equal_budgets:
+            raise UsageError(f"--verify: {run.name} ran on one host: no per-host budgets realise equal workers")
+        text = equal_cluster_toml(meta, parse_budgets(row.equal_budgets), cores)
+        pred, name = prediction(row), "verify-cluster.toml"
+    path = run / name
+    atomic_write(path, lambda f: f.write(text.encode()))
+    verify_opts = replace(opts, cluster=load_cluster(path))
+    suffix = "verify-placement" if what == "placement" else "verify"
+    window = verification_window_of(run)
+    return (replace(cfg, label=f"{cfg.label}-{suffix}" if cfg.label else suffix, profile_steps=window),
+            verify_opts, {"verifies": pred})

@@ -1,0 +1,342 @@
+"""Multi mode: start this machine's workers of a cluster, watch them, and never hang silently.
+
+The launcher starts one ``perfkit.trainer.worker.main`` process per local worker (its own session, so
+the launcher alone decides when they stop), samples their CPU, follows their status files, and:
+- fails with the names of the workers that never joined when the cluster does not form in time;
+- notices a dead worker within a second, stops the others (SIGTERM, then SIGKILL: TF's preemption
+  handler swallows SIGTERM) and records which worker died, how, and its last log lines;
+- with ``max_restarts``, restarts the whole cluster and lets BackupAndRestore resume the last epoch;
+- on Ctrl-C, stops every worker and marks the run ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from perfkit.cluster import ClusterSpec, is_loopback
+from perfkit.events import Observer
+from perfkit.profiler.sampler import Sampler, Target
+from perfkit.results import RunDir, write_json
+from perfkit.trainer.hosts.cpubudget import Placement
+from perfkit.trainer.probe import listening, unreachable
+
+if TYPE_CHECKING:
+    from perfkit.trainer.hosts.hostenv import HostEnv
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.25
+STOP_GRACE_S = 3.0
+
+
+@dataclass
+class Worker:
+    placement: Placement
+    proc: subprocess.Popen[bytes] | None = None
+    status: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def index(self) -> int:
+        return self.placement.index
+
+
+@dataclass(frozen=True)
+class Failure:
+    status: str  # failed | interrupted
+    message: str
+    details: dict[str, Any]
+
+
+class PerfkitWorker:
+    """What the launcher starts by default: perfkit's own worker (``perfkit.trainer.worker.main``), which
+    reads launch.json, applies its CPU limits itself and reports every state in status.json."""
+
+    reports = True  # writes status.json from its first instant: the launcher can rely on its states
+    forms_cluster = True
+
+    def command(self, run: RunDir, placement: Placement) -> list[str]:
+        return [sys.executable, "-m", "perfkit.trainer.worker.main", str(run.path), str(placement.index)]
+
+    def environment(self, run: RunDir, cluster: ClusterSpec, placement: Placement) -> dict[str, str]:
+        return worker_env()
+
+
+class Launcher:
+    def __init__(self, run: RunDir, cluster: ClusterSpec, placements: list[Placement], env: HostEnv | None,
+                 sampler: Sampler, observer: Observer, connect_timeout: float, stall_timeout: float = 600.0,
+                 spawn: Any = None) -> None:
+        self.run, self.cluster, self.env = run, cluster, env
+        self.spawn = spawn or PerfkitWorker()  # or a user's command (perfkit.trainer.command.UserCommand)
+        self.sampler, self.observer, self.connect_timeout = sampler, observer, connect_timeout
+        self.stall_timeout = stall_timeout
+        self._last_seen: dict[int, Any] = {}
+        self._heard: dict[int, float] = {}
+        self.workers = [Worker(p) for p in placements]
+        self._shown: dict[int, str] = {}
+        self._progress_started = False
+        self._epochs_shown = 0
+        self._chief_seen, self._probed = False, 0.0  # a part of a ps cluster without its chief
+
+    # -- one attempt -------------------------------------------------------------------------------
+    def start(self) -> None:
+        for w in self.workers:
+            wdir = self.run.worker_dir(w.index)
+            (wdir / "status.json").unlink(missing_ok=True)
+            prefix = self.env.wrap(w.index) if self.env else []  # its host's network namespace
+            with open(wdir / "worker.log", "ab") as out:
+                w.proc = subprocess.Popen(
+                    [*prefix, *self.spawn.command(self.run, w.placement)],
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                    env=self.spawn.environment(self.run, self.cluster, w.placement))
+            if self.env:
+                self.env.started(w.index, w.proc.pid)
+            self.sampler.watch(Target(w.proc.pid, w.index, self.cluster.tasks[w.index].role, w.placement.host))
+            w.status = {}
+
+    def wait(self) -> Failure | None:
+        """Until every worker exited 0 (None) or something went wrong (the Failure)."""
+        # One process alone forms no cluster: nothing to wait for but its exit (and its progress).
+        deadline = time.monotonic() + self.connect_timeout if self.spawn.forms_cluster else 0.0
+        while True:
+            self._read_statuses()
+            failure = self._dead_worker()
+            if failure is not None:
+                return failure
+            if self._finished():
+                return None
+            if deadline and all(self._joined(w) for w in self.workers) and self._chief_up():
+                deadline = 0.0
+            if deadline and time.monotonic() > deadline:
+                return self._not_formed()
+            if not deadline:
+                stalled = self._stalled()
+                if stalled is not None:
+                    return stalled
+            time.sleep(POLL_S)
+
+    def _finishing(self) -> list[Worker]:
+        """The processes whose exit ends the run: every worker, or under ParameterServerStrategy the chief
+        (workers and parameter servers serve until they are stopped)."""
+        if not self.cluster.is_ps:
+            return self.workers
+        return [w for w in self.workers if self.cluster.tasks[w.index].role == "chief"]
+
+    def _chief_up(self) -> bool:
+        """A host that runs only servers of a ps cluster has formed once its remote chief answered
+        (``_finished`` probes it); any other has nothing more to wait for."""
+        return not self.cluster.is_ps or bool(self._finishing()) or self._chief_seen
+
+    def _finished(self) -> bool:
+        mine = self._finishing()
+        if mine:
+            return all(w.proc is not None and w.proc.poll() == 0 for w in mine)
+        # A host of a ps cluster that runs only servers: done once the chief, seen up, is gone.
+        chief = self.cluster.chief
+        if chief is None or time.monotonic() - self._probed < 2.0:
+            return False
+        self._probed = time.monotonic()
+        up = not unreachable([chief], timeout=1.0)
+        self._chief_seen = self._chief_seen or up
+        return self._chief_seen and not up
+
+    def _lead(self) -> Worker:
+        """Whose status shows the run's progress: the chief of a ParameterServerStrategy cluster, else
+        the first local worker."""
+        return next((w for w in self.workers if self.cluster.tasks[w.index].role == "chief"), self.workers[0])
+
+    def _stalled(self) -> Failure | None:
+        """A formed cluster whose running workers all stopped reporting: a hung peer or collective
+        (the processes live, so nothing else would end the wait)."""
+        running = [w for w in self.workers if w.proc is not None and w.proc.poll() is None]
+        if self.cluster.is_ps:  # servers never report progress: only the chief does, where it runs
+            running = [w for w in running if self.cluster.tasks[w.index].role == "chief"]
+        if not running:
+            return None
+        quiet = time.monotonic() - max(self._heard.get(w.index, time.monotonic()) for w in running)
+        if quiet <= self.stall_timeout:
+            return None
+        names = ", ".join(f"{self._short(w.index)} ({w.status.get('state')}, epoch {w.status.get('epoch', '?')} step "
+                          f"{w.status.get('step', '?')})" for w in running)
+        return Failure("failed", f"no worker reported progress for {self.stall_timeout:g} s; still running: {names}",
+                       {"stalled": [w.index for w in running]})
+
+    def _joined(self, w: Worker) -> bool:
+        """Its status says it joined; or, for a command that may write no status (a user's script without
+        perfkit.record), its TF server listens on its port: every server up means the cluster forms."""
+        if w.status.get("state") in ("joined", "training", "done", "serving"):
+            return True
+        return (not self.spawn.reports and w.proc is not None
+                and listening(w.proc.pid, self.cluster.tasks[w.index].port))
+
+    def _not_formed(self) -> Failure:
+        """Name the workers that never joined: local ones that never reached 'connecting', and every
+        other worker of the cluster whose port accepts no connection (its process was never started)."""
+        local = {w.index: w for w in self.workers}
+        stuck = [i for i, w in local.items() if not self._joined(w) and w.status.get("state") != "connecting"]
+        others = [spec for spec in self.cluster.tasks if spec.index not in local]
+        # TF binds 0.0.0.0:port, so a local peer on one of our own ports would be answered by our worker:
+        # such a peer cannot be running here, and is never joined.
+        ours = {self.cluster.tasks[i].port for i in local}
+        shadowed = {s.index for s in others if is_loopback(s.address) and s.port in ours}
+        probed = unreachable([s for s in others if s.index not in shadowed])
+        missing = sorted(set(stuck) | shadowed | {spec.index for spec in probed})
+        names = ", ".join(self._short(i) for i in missing)
+        if not names:
+            names = "none: every port answers, yet the cluster did not form (do all hosts use the same cluster file?)"
+        return Failure("failed", f"the cluster did not form within {self.connect_timeout:g} s; workers that never "
+                       f"joined: {names}", {"missing": missing})
+
+    def stop(self, grace: float = STOP_GRACE_S) -> None:
+        """Stop every worker still running: SIGTERM, then SIGKILL after ``grace``; reap them all."""
+        running = [w.proc for w in self.workers if w.proc is not None and w.proc.poll() is None]
+        for proc in running:
+            _signal(proc, signal.SIGTERM)
+        end = time.monotonic() + grace
+        for proc in running:
+            try:
+                proc.wait(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal(proc, signal.SIGKILL)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:  # stuck in the kernel (D state): say so, never hang
+                    log.error("worker pid %d did not exit 30 s after SIGKILL", proc.pid)
+        for w in self.workers:  # their last word (a server's "stopped") for run.json
+            w.status = self._status_file(w.index) or w.status
+
+    def interrupt(self) -> None:
+        # SIGINT first: a worker turns it into KeyboardInterrupt and saves what it recorded.
+        for w in self.workers:
+            if w.proc is not None and w.proc.poll() is None:
+                _signal(w.proc, signal.SIGINT)
+        self.stop(grace=STOP_GRACE_S + 2)
+
+    # -- observation ---------------------------------------------------------------------------------
+    def _read_statuses(self) -> None:
+        busy = self.sampler.latest() if not self.spawn.reports else {}
+        for w in self.workers:
+            if busy.get(w.index, 0.0) > 1.0:  # a command without status shows its progress by computing
+                self._heard[w.index] = time.monotonic()
+            status = self._status_file(w.index)
+            if status is None:
+                continue  # not written yet, or being replaced this instant
+            w.status = status
+            if w.status.get("t_wall_ns") != self._last_seen.get(w.index):
+                self._last_seen[w.index] = w.status.get("t_wall_ns")
+                self._heard[w.index] = time.monotonic()
+            state = str(w.status.get("state"))
+            if self._shown.get(w.index) != state:
+                self._shown[w.index] = state
+                if state == "training" and self.env and w.proc is not None and w.proc.poll() is None:
+                    self.env.read_back(w.index, w.proc.pid)  # after the worker applied its own limits
+                self.observer.phase(f"{self._name(w)}: {state}")
+        self._report_progress()
+
+    def _status_file(self, index: int) -> dict[str, Any] | None:
+        try:
+            return json.loads((self.run.worker_dir(index) / "status.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _report_progress(self) -> None:
+        lead = self._lead().status
+        if not self._progress_started and lead.get("state") == "training" and "steps_per_epoch" in lead:
+            self._progress_started = True
+            self.observer.training_started(int(lead["epochs"]), int(lead["steps_per_epoch"]), self._total_cpu)
+        if not self._progress_started:
+            return
+        done = int(lead.get("epochs_done", 0))
+        while self._epochs_shown < done and lead.get("last_epoch"):
+            self._epochs_shown += 1
+            self.observer.epoch(self._epochs_shown - 1, lead["last_epoch"])
+        if "step" in lead:
+            self.observer.step(int(lead.get("epoch", 0)), int(lead["step"]), lead)
+
+    def _total_cpu(self) -> float | None:
+        latest = self.sampler.latest()
+        values = [v for k, v in latest.items() if k >= 0]
+        return sum(values) if values else None
+
+    def _dead_worker(self) -> Failure | None:
+        dead = [w for w in self.workers if w.proc is not None and w.proc.poll() not in (None, 0)]
+        if not dead:
+            return None
+        self._read_statuses()  # what each wrote just before dying (e.g. that it was stopping the profiler)
+        # A peer's death makes the survivors fail within a second with UnavailableError, so several can
+        # be found dead in one poll: blame the one that died first, by a signal or of its own error.
+        first = min(dead, key=lambda w: (w.proc.returncode >= 0, _is_consequence(w.status.get("error")), w.index))
+        code, error = first.proc.returncode, first.status.get("error")
+        if not error and not self.spawn.reports:  # a user's command: its own last words (a traceback's last line)
+            error = next(iter(self._tail(first.index, 1)), None)
+        details = {"worker": first.index, "host": first.placement.host, "pid": first.proc.pid, "exit_code": code,
+                   "signal": signal.Signals(-code).name if code < 0 else None, "state": first.status.get("state"),
+                   "last_log_lines": self._tail(first.index), "profile": first.status.get("profile"),
+                   "also_exited": [w.index for w in dead if w is not first]}
+        text = f"{self._name(first)} {_exit_text(code)}" + (f": {error}" if error else "")
+        return Failure("failed", text, details)
+
+    def _tail(self, index: int, lines: int = 15) -> list[str]:
+        try:
+            text = (self.run.worker_dir(index) / "worker.log").read_bytes()[-20000:].decode("utf-8", "replace")
+        except OSError:
+            return []
+        return [ln for ln in text.splitlines() if ln.strip()][-lines:]
+
+    def _name(self, w: Worker) -> str:
+        """``worker 1 (host endpoint)``; a parameter server or the chief by its role: ``ps 0 (...)``."""
+        return f"worker {self._short(w.index)}" if not self.cluster.is_ps else self._short(w.index)
+
+    def _short(self, index: int) -> str:
+        spec = self.cluster.tasks[index]
+        where = f"({spec.host} {spec.endpoint})"
+        return f"{index} {where}" if not self.cluster.is_ps else f"{spec.name} {where}"
+
+    def worker_records(self) -> list[dict[str, Any]]:
+        return [{"index": w.index, "host": w.placement.host, "pid": w.proc.pid if w.proc else None,
+                 "role": self.cluster.tasks[w.index].role, "task": self.cluster.tasks[w.index].task_index,
+                 "endpoint": self.cluster.tasks[w.index].endpoint,
+                 "cores": w.placement.cores, "threads": w.placement.threads,
+                 "anchor_wall_ns": w.status.get("anchor_wall_ns"), "anchor_mono_ns": w.status.get("anchor_mono_ns"),
+                 "exit_code": w.proc.returncode if w.proc else None, "state": w.status.get("state"),
+                 "profile": w.status.get("profile"), "calibration": w.status.get("calibration"),
+                 "plan": w.status.get("plan")}
+                for w in self.workers]
+
+
+def worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)  # each worker sets its own
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"  # a crash inside TensorFlow leaves every thread's Python stack in worker.log
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # the worker log keeps TF's warnings
+    return env
+
+
+def _is_consequence(error: str | None) -> bool:
+    """An error that a worker gets because a peer went away, not a cause of its own."""
+    return bool(error) and ("UnavailableError" in error or "aborted" in error)
+
+
+def _signal(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    try:
+        proc.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+def write_launch_file(run: RunDir, payload: dict[str, Any]) -> None:
+    write_json(run.path / "launch.json", payload)

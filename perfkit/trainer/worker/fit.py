@@ -1,0 +1,135 @@
+"""One process's training: build the datasets and the model under a strategy and ``fit`` it.
+
+Used as-is by single mode (one process) and by each worker of a multi-worker cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfkit.config import RunConfig
+from perfkit.events import Observer
+from perfkit.profiler import scalars, tracewindow
+from perfkit.profiler.steps import StepLog, keras_callback
+from perfkit.profiler.tracewindow import CaptureTarget
+from perfkit.workloads import pipeline
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    steps_per_epoch: int
+    validation_steps: int  # whole global batches: the last partial one is left out on every worker
+    local_batch: int
+    params: int
+
+
+@dataclass(frozen=True)
+class Instruments:
+    """What besides the step recorder watches this process's fit: a profiler window and epoch scalars."""
+
+    capture: CaptureTarget | None = None  # None: no trace window (``--no-profile``)
+    scalars_dir: Path | None = None
+    on_capture: Callable[[dict[str, Any]], None] | None = None  # told each state of the capture, and its end
+
+
+@contextlib.contextmanager
+def worker_log(path: Path) -> Iterator[None]:
+    """Copy perfkit's and TensorFlow's Python log records of this process into ``path``."""
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    ours, tf_logger = logging.getLogger("perfkit"), logging.getLogger("tensorflow")
+    saved_level = ours.level
+    # perfkit's own INFO records go only to this file (nothing prints them); TensorFlow's logger keeps
+    # its level, since lowering it would also send its INFO lines to the terminal through its handler.
+    ours.setLevel(logging.INFO)
+    for lg in (ours, tf_logger):
+        lg.addHandler(handler)
+    try:
+        yield
+    finally:
+        for lg in (ours, tf_logger):
+            lg.removeHandler(handler)
+        ours.setLevel(saved_level)
+        handler.close()
+
+
+def fit(cfg: RunConfig, workload: Any, strategy: Any, steplog: StepLog, observer: Observer,
+        cpu: Callable[[], float | None], num_workers: int = 1, on_plan: Callable[[FitPlan], None] | None = None,
+        backup_dir: Path | None = None, instruments: Instruments | None = None,
+        after_fit: Callable[[Any], None] | None = None,
+        on_model: Callable[[Any, FitPlan], list[Any]] | None = None) -> FitPlan:
+    """Train ``workload`` for ``cfg.epochs`` epochs; every step and epoch lands in ``steplog`` as it happens.
+    ``after_fit`` gets the trained model (a cluster's workers calibrate their all-reduce with it).
+    ``on_model`` instruments the built model and returns callbacks that run before the step recorder's;
+    given one, the recorder times epochs only (ParameterServerStrategy: the chief's steps run elsewhere)."""
+    local_batch = cfg.batch_size // num_workers
+    # Steps are counted on the global batch so every worker runs the same number (MWMS requires it).
+    n_train, n_eval = workload.samples()
+    steps = pipeline.steps_per_epoch(int(n_train), cfg.batch_size)
+    val_steps = pipeline.steps_per_epoch(int(n_eval), cfg.batch_size, "validation")
+    observer.phase("building the input pipeline and the model")
+    train = pipeline.creator(workload.train_dataset, cfg.batch_size, cfg.workload, "train_dataset")
+    val = pipeline.creator(workload.eval_dataset, cfg.batch_size, cfg.workload, "eval_dataset")
+    with strategy.scope():
+        model = workload.build_model()
+    plan = FitPlan(steps_per_epoch=steps, validation_steps=val_steps, local_batch=local_batch,
+                   params=int(model.count_params()))
+    log.info("model %s: %d parameters; %d steps/epoch of %d samples per process", model.name, plan.params,
+             steps, local_batch)
+    if on_plan is not None:
+        on_plan(plan)
+    observer.training_started(cfg.epochs, steps, cpu)
+    first = on_model(model, plan) if on_model is not None else []
+    callbacks = [*first, keras_callback(steplog, on_step=observer.step, on_epoch=_epoch_hook(observer),
+                                        batches=on_model is None)]
+    capture = _add_instruments(callbacks, cfg, plan, instruments or Instruments())
+    if backup_dir is not None:
+        from perfkit._tf import keras
+
+        # A restarted cluster resumes from the last completed epoch instead of starting over.
+        callbacks.append(keras().callbacks.BackupAndRestore(str(backup_dir)))
+    try:
+        with pipeline.device_datasets_without_autotune():
+            model.fit(train, epochs=cfg.epochs, steps_per_epoch=steps, validation_data=val,
+                      validation_steps=val_steps, callbacks=callbacks, verbose=0)
+        log.info("model.fit returned")  # the gap after the last epoch line is fit's own teardown
+    finally:
+        if capture is not None:
+            capture.finish()  # a failed fit may leave the profiler running: stop what we started
+    observer.training_finished()
+    if after_fit is not None:
+        after_fit(model)
+    return plan
+
+
+def _add_instruments(callbacks: list[Any], cfg: RunConfig, plan: FitPlan,
+                     instruments: Instruments) -> tracewindow.TraceCapture | None:
+    if instruments.scalars_dir is not None:
+        callbacks.append(scalars.keras_callback(instruments.scalars_dir))
+    window = tracewindow.resolve(cfg.profile_steps, plan.steps_per_epoch, cfg.epochs)
+    if window is None or instruments.capture is None:
+        return None
+    # One process alone may try a failed capture again in a later epoch; the workers of a cluster must
+    # trace the same steps, so there the launcher retries them all together (trainer.supervise.supervise).
+    retries = cfg.profile_retries if cfg.mode.value == "single" else 0
+    capture = tracewindow.tf_capture(window, instruments.capture, instruments.on_capture, retries,
+                               plan.steps_per_epoch, cfg.epochs)
+    callbacks.append(tracewindow.keras_callback(capture, plan.steps_per_epoch))
+    return capture
+
+
+def _epoch_hook(observer: Observer) -> Callable[[int, Any], None]:
+    def hook(epoch: int, row: Any) -> None:
+        log.info("epoch %d: %s", epoch + 1,
+                 " ".join(f"{k}={v:.4f}" for k, v in row.items() if isinstance(v, float)))
+        observer.epoch(epoch, row)
+
+    return hook

@@ -1,0 +1,138 @@
+"""A worker's part of a run, the same for perfkit's own workers (``main``, ``ps``) and for a user's script
+under ``perfkit.record``: ``workers/<i>/status.json`` (state, epoch, step, clock anchor; what the launcher
+watches), the step and epoch tables saved after every epoch, and how the part ended. The launcher and a
+launched command agree on where the part goes through ``RUN_DIR_VAR`` and ``INDEX_VAR``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from perfkit.profiler.steps import StepLog
+from perfkit.results import write_json, write_parquet
+
+log = logging.getLogger("perfkit.worker")
+
+RUN_DIR_VAR = "PERFKIT_RUN_DIR"
+INDEX_VAR = "PERFKIT_WORKER_INDEX"
+
+
+class Status:
+    """``workers/<i>/status.json``, rewritten atomically; step updates are throttled."""
+
+    def __init__(self, path: Path, index: int) -> None:
+        self.index = index
+        self.path, self._state = path, {"index": index, "pid": os.getpid(), "state": "starting"}
+        self._last = 0.0
+        self._lock = threading.Lock()  # a ps chief's progress thread writes too
+        self.write()
+
+    def write(self, force: bool = True, **fields: Any) -> None:
+        with self._lock:
+            self._state.update(fields, t_wall_ns=time.time_ns())
+            now = time.monotonic()
+            if force or now - self._last >= 0.5:
+                self._last = now
+                try:
+                    write_json(self.path, self._state)
+                except OSError as exc:  # a status file is a courtesy; training goes on without it
+                    log.warning("could not write %s: %s", self.path, exc)
+
+
+class StatusObserver:
+    """Forwards progress into status.json and saves the tables after every epoch."""
+
+    def __init__(self, status: Status, save: Callable[[], None]) -> None:
+        self.status, self.save = status, save
+
+    def phase(self, text: str) -> None:
+        self.status.write(phase=text)
+
+    def warning(self, text: str) -> None:
+        self.status.write(warning=text)
+
+    def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:
+        self.status.write(state="training", epochs=epochs, steps_per_epoch=steps_per_epoch)
+
+    def step(self, epoch: int, step: int, logs: Mapping[str, Any]) -> None:
+        self.status.write(force=False, epoch=epoch, step=step, loss=_float(logs.get("loss")),
+                          accuracy=_float(logs.get("accuracy")))
+
+    def epoch(self, epoch: int, row: Mapping[str, Any]) -> None:
+        self.save()
+        self.status.write(epochs_done=epoch + 1, last_epoch={k: _float(v) for k, v in row.items()})
+
+    def training_finished(self) -> None:
+        pass
+
+
+def _float(v: Any) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def tables_saver(wdir: Path, steplog: StepLog, attempt: int) -> Callable[[], None]:
+    """Save this attempt's rows beside those of earlier attempts (a restarted cluster resumes an epoch)."""
+    import pandas as pd
+
+    earlier = {}
+    for name in ("steps", "epochs"):
+        path = wdir / f"{name}.parquet"
+        if path.is_file():
+            df = pd.read_parquet(path)
+            earlier[name] = df[df["attempt"] < attempt] if "attempt" in df else df.assign(attempt=0)
+
+    def save() -> None:
+        for name, frame in (("steps", steplog.steps_frame()), ("epochs", steplog.epochs_frame())):
+            frame = frame.assign(attempt=attempt)
+            if name in earlier and not earlier[name].empty:
+                frame = pd.concat([earlier[name], frame], ignore_index=True)
+            write_parquet(wdir / f"{name}.parquet", frame)
+
+    return save
+
+
+def open_part(status: Status, wdir: Path, steplog: StepLog, host: str, attempt: int) -> Callable[[], None]:
+    """This worker's clock anchor and host in status.json; the saver of its step and epoch tables. The same
+    for perfkit's own worker and for a user's script under perfkit.record."""
+    status.write(anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns, host=host,
+                 attempt=attempt)
+    return tables_saver(wdir, steplog, attempt)
+
+
+def close_part(status: Status, save: Callable[[], None], exc: BaseException | None) -> str:
+    """Save what was recorded and say in status.json how the worker ended: done, interrupted or failed."""
+    save()
+    if exc is None:
+        status.write(state="done")
+        return "done"
+    if isinstance(exc, KeyboardInterrupt):
+        status.write(state="interrupted")
+        return "interrupted"
+    status.write(state="failed", error=error_line(exc))
+    return "failed"
+
+
+def error_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+
+
+def command_identity(argv: list[str]) -> dict[str, Any]:
+    """A user's command as a workload identity: a single and a multi run of the same command match."""
+    return {"spec": "command", "name": "command", "version": "", "params": {"command": shlex.join(argv)}}
+
+
+def plan_config(plan: dict[str, Any] | None) -> dict[str, Any]:
+    """What the analysis reads of a run's config, from what fit said (epochs) and the recorder was told."""
+    if not plan:
+        return {}
+    return {"epochs": plan["epochs"], "batch_size": plan["global_batch"], "steps_per_epoch": plan["steps_per_epoch"]}
