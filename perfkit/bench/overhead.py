@@ -19,7 +19,7 @@ from perfkit.bench._common import (SMOKE_PLAYERS, Report, conclude, finish_args,
                                     make_parser, markdown_table, progress, ratio_sentence, ratios, smoke_size)
 from perfkit.bench._runs import Training, perfkit_run, runs_dir, script_run, training_summary
 from perfkit.config import get_preset
-from perfkit.profiler.tracewindow import AUTO_LENGTH
+from perfkit.profiler.tracewindow import resolve
 
 NAME = "overhead"
 TARGET_RATIO = 1.03
@@ -27,12 +27,11 @@ SAMPLE_INTERVAL_S = 0.5
 
 
 def profile_window(preset: str, train_players: int | None = None) -> str:
-    """A 10-step window early in epoch 2 (epoch 1 when there is one), as ``--profile-steps auto`` picks."""
+    """The window ``--profile-steps auto`` picks for this preset, written out so both arms name the same."""
     p = get_preset(preset)
-    steps = (train_players or p.train_players) // p.batch_size
-    epoch_start = steps if p.epochs > 1 else 0
-    first = epoch_start + min(2, max(0, steps - 1)) + 1
-    return f"{first}-{min(first + AUTO_LENGTH - 1, epoch_start + steps)}"
+    window = resolve("auto", (train_players or p.train_players) // p.batch_size, p.epochs)
+    assert window is not None  # "auto" always places a window
+    return f"{window.first}-{window.last}"
 
 
 def measure(args: argparse.Namespace) -> Report:

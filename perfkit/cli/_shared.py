@@ -211,22 +211,25 @@ def _meta(run_dir: Path) -> RunMeta:
 def train_once(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, run_id: str | None,
                quiet: bool, extra_meta: dict[str, object] | None = None) -> Path:
     """One run with the live progress display, then its summary (both silenced by ``quiet``)."""
-    console = Console(stderr=False, quiet=quiet)
-    observer = progress_observer(console, quiet)
-    try:
-        from perfkit.trainer.options import train
+    from perfkit.trainer.options import train
 
-        path = train(cfg, opts, results_dir, observer, run_id=run_id, extra_meta=extra_meta)
+    return with_progress(quiet, lambda observer: train(cfg, opts, results_dir, observer, run_id=run_id,
+                                                       extra_meta=extra_meta))
+
+
+def with_progress(quiet: bool, start: Callable[[Any], Path]) -> Path:
+    """``start(observer)`` under the live progress display, then the run's summary (``quiet``: warnings only,
+    no summary)."""
+    console = Console(stderr=False, quiet=quiet)
+    observer = WarningsOnly() if quiet else ProgressObserver(console)
+    try:
+        path = start(observer)
     finally:
-        if hasattr(observer, "close"):
+        if isinstance(observer, ProgressObserver):
             observer.close()
     if not quiet:
         print_summary(console, path)
     return path
-
-
-def progress_observer(console: Console, quiet: bool) -> WarningsOnly | ProgressObserver:
-    return WarningsOnly() if quiet else ProgressObserver(console)
 
 
 def print_summary(console: Console, path: Path) -> None:
@@ -263,8 +266,9 @@ def write_outputs(analysis: Analysis, fmt: Format, output: Path | None, html: Pa
     """The analysis in the terminal (or as JSON), and the CSV and HTML files asked for."""
     from perfkit.analysis import renderers
 
+    width = None if sys.stdout.isatty() else 120  # a pipe or file gets lines of a fixed width
     notes = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
-    said = notes if fmt is Format.json else Console(width=None if sys.stdout.isatty() else 120)
+    said = notes if fmt is Format.json else Console(width=width)
     if fmt is Format.json:
         if output is None:
             renderers.render("json", analysis, sys.stdout)
@@ -272,7 +276,6 @@ def write_outputs(analysis: Analysis, fmt: Format, output: Path | None, html: Pa
             renderers.write("json", analysis, output)
             notes.print(f"JSON: {output}", highlight=False)
     else:
-        width = None if sys.stdout.isatty() else 120
         renderers.render("console", analysis, sys.stdout, renderers.RenderOptions(verdict_last, width))
     if csv is not None:
         renderers.write("csv", analysis, csv)

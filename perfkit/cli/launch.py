@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from perfkit.cli import _shared as opt
-from perfkit.cli._shared import app, print_summary, progress_observer
+from perfkit.cli._shared import app, with_progress
 from perfkit.config import Mode
 
 
@@ -51,14 +50,6 @@ def launch_command(
                                  max_restarts=max_restarts, cluster_from=cluster_from, base_port=base_port,
                                  allow_unenforced=allow_unenforced, profile_steps="off" if no_profile else profile_steps,
                                  sample_interval=sample_interval, label=label)
-    console = Console(quiet=quiet)
-    observer = progress_observer(console, quiet)
-    try:
-        path = run_launch(lopts, opts, results_dir, observer, run_id)
-    finally:
-        if hasattr(observer, "close"):
-            observer.close()
+    path = with_progress(quiet, lambda observer: run_launch(lopts, opts, results_dir, observer, run_id))
     if quiet:
-        typer.echo(str(path))
-    else:
-        print_summary(console, path)
+        typer.echo(str(path))  # scripts get the run directory and nothing else
