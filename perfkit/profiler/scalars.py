@@ -47,42 +47,63 @@ def epoch_values(logs: Mapping[str, Any], cpu_percent: float, epoch_s: float) ->
     return {k: v for k, v in values.items() if not math.isnan(v)}
 
 
-def keras_callback(logdir: Path) -> Any:
-    """Writes one point per epoch for each scalar into ``logdir`` (one TensorBoard run per process)."""
-    from perfkit._tf import keras, tf
+class EpochScalars:
+    """One TensorBoard point per epoch for each scalar, into ``logdir`` (one TensorBoard run per process);
+    driven by the Keras callback below or by a custom loop's epochs."""
 
-    class _EpochScalars(keras().callbacks.Callback):
+    def __init__(self, logdir: Path) -> None:
+        self.logdir = logdir
+        self._writer: Any = None
+        self._broken = False
+        self._meter = CpuMeter()
+        self._t0 = time.monotonic()
+
+    def begin(self) -> None:
+        self._meter.lap()
+        self._t0 = time.monotonic()
+
+    def end(self, epoch: int, logs: Mapping[str, Any]) -> None:
+        if self._broken:
+            return
+        from perfkit._tf import tf
+
+        values = epoch_values(logs, self._meter.lap(), time.monotonic() - self._t0)
+        try:
+            if self._writer is None:
+                self._writer = tf().summary.create_file_writer(str(self.logdir))
+            with self._writer.as_default():
+                for name, value in values.items():
+                    tf().summary.scalar(f"epoch/{name}", value, step=epoch + 1)
+            self._writer.flush()
+        except Exception as exc:  # noqa: BLE001 - scalars are a courtesy, training goes on
+            self._broken = True
+            log.warning("could not write TensorBoard scalars to %s: %s", self.logdir, exc)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except Exception as exc:  # noqa: BLE001
+                log.warning("could not close the TensorBoard writer: %s", exc)
+            self._writer = None
+
+
+def keras_callback(logdir: Path, base: type | None = None) -> Any:
+    """``EpochScalars`` as a Keras callback (``base``: the Keras in use's Callback class; tf-keras by default)."""
+    from perfkit._tf import keras
+
+    class _EpochScalars(base or keras().callbacks.Callback):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
-            self._writer: Any = None
-            self._broken = False
-            self._meter = CpuMeter()
-            self._t0 = time.monotonic()
+            self.scalars = EpochScalars(logdir)
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            self._meter.lap()
-            self._t0 = time.monotonic()
+            self.scalars.begin()
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            if self._broken:
-                return
-            values = epoch_values(logs or {}, self._meter.lap(), time.monotonic() - self._t0)
-            try:
-                if self._writer is None:
-                    self._writer = tf().summary.create_file_writer(str(logdir))
-                with self._writer.as_default():
-                    for name, value in values.items():
-                        tf().summary.scalar(f"epoch/{name}", value, step=epoch + 1)
-                self._writer.flush()
-            except Exception as exc:  # noqa: BLE001 - scalars are a courtesy, training goes on
-                self._broken = True
-                log.warning("could not write TensorBoard scalars to %s: %s", logdir, exc)
+            self.scalars.end(epoch, logs or {})
 
         def on_train_end(self, logs: Any = None) -> None:
-            if self._writer is not None:
-                try:
-                    self._writer.close()
-                except Exception as exc:  # noqa: BLE001
-                    log.warning("could not close the TensorBoard writer: %s", exc)
+            self.scalars.close()
 
     return _EpochScalars()

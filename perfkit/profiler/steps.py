@@ -62,8 +62,8 @@ class StepLog:
         self._val_start: int | None = None
         self._val_end: int | None = None
 
-    def epoch_begin(self, epoch: int) -> None:
-        self._epoch, self._epoch_start = epoch, self._clock()
+    def epoch_begin(self, epoch: int, at_ns: int | None = None) -> None:
+        self._epoch, self._epoch_start = epoch, self._clock() if at_ns is None else at_ns
         self._val_start = self._val_end = None
 
     def step_begin(self) -> None:
@@ -72,6 +72,11 @@ class StepLog:
     def step_end(self, step: int) -> None:
         self._last_step_end = self._clock()
         self._steps.append((self._epoch, step, self._step_start, self._last_step_end))
+
+    def timed_step(self, step: int, start_ns: int, end_ns: int) -> None:
+        """A step of the current epoch timed by the caller (a custom loop's step function call)."""
+        self._last_step_end = end_ns
+        self._steps.append((self._epoch, step, start_ns, end_ns))
 
     def add_step(self, epoch: int, step: int, start_ns: int, end_ns: int) -> None:
         """A step timed elsewhere (a ParameterServerStrategy worker times its own steps in the graph)."""
@@ -135,13 +140,14 @@ class StepLog:
 
 
 def keras_callback(log: StepLog, on_step: Callable[[int, int, Mapping[str, Any]], None] | None = None,
-                   on_epoch: Callable[[int, Mapping[str, Any]], None] | None = None, batches: bool = True) -> Any:
+                   on_epoch: Callable[[int, Mapping[str, Any]], None] | None = None, batches: bool = True,
+                   base: type | None = None) -> Any:
     """A tf-keras Callback feeding ``log``; optional hooks let a progress display follow along. With
     ``batches=False`` it times epochs and validation only: ParameterServerStrategy refuses any callback
-    that defines batch hooks."""
+    that defines batch hooks. ``base``: the Callback class of the Keras in use (tf-keras by default)."""
     from perfkit._tf import keras
 
-    class _EpochRecorder(keras().callbacks.Callback):
+    class _EpochRecorder(base or keras().callbacks.Callback):  # type: ignore[misc]
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             log.epoch_begin(epoch)
 

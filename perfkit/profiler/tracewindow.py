@@ -129,6 +129,11 @@ class TraceCapture:
         self._last_done = 0
         self.result: dict[str, Any] = {"status": "pending", "window": window.to_dict(), "file": None, "error": None}
 
+    @property
+    def active(self) -> bool:
+        """The profiler runs (started by this capture)."""
+        return self._active
+
     def step_begin(self, global_step: int) -> None:
         if global_step == self.window.first:
             self._begin()
@@ -271,12 +276,12 @@ def tf_capture(window: Window, target: CaptureTarget, on_change: Callable[[dict[
     return TraceCapture(window, target, _tf_start, _tf_stop, on_change, retries, steps_per_epoch, epochs)
 
 
-def keras_callback(capture: TraceCapture, steps_per_epoch: int) -> Any:
+def keras_callback(capture: TraceCapture, steps_per_epoch: int, base: type | None = None) -> Any:
     """A tf-keras Callback telling ``capture`` the global step number (1-based) around each step; it must
     come after the step recorder in the callback list, so profiler start/stop fall between recorded steps."""
     from perfkit._tf import keras
 
-    class _TraceWindow(keras().callbacks.Callback):
+    class _TraceWindow(base or keras().callbacks.Callback):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self._epoch = 0

@@ -33,7 +33,11 @@ from perfkit.trainer.hosts.hostenv import HostEnv
 from perfkit.trainer.multi import (MultiOptions, Supervision, placement_meta, placements_payload, run_dir_id,
                                    supervise_run, warn_setup)
 from perfkit.trainer.processes import worker_env
+from perfkit.trainer.worker.auto import AUTO_VAR, STEP_FUNCTION_VAR
 from perfkit.trainer.worker.part import INDEX_VAR, RUN_DIR_VAR, command_identity, plan_config
+
+# Holds the sitecustomize.py that installs perfkit.trainer.worker.auto in the launched interpreter.
+STARTUP_DIR = Path(__file__).resolve().parent / "worker" / "startup"
 
 
 @dataclass(frozen=True)
@@ -41,12 +45,15 @@ class UserCommand:
     argv: tuple[str, ...]
     multi: bool  # False: one process, no TF_CONFIG (the single-mode baseline)
     tf_config: str | None = None  # a scheduler's own TF_CONFIG: passed on unchanged instead of perfkit's
+    auto_record: bool = True  # perfkit's start-up hook in the command's Python (docs/own-script.md)
+    step_function: str | None = None
 
-    reports = False  # a script without perfkit.record writes no status.json
+    reports = False  # a command that never trains (or is not Python) writes no status.json
     forms_cluster = property(lambda self: self.multi)
 
     @classmethod
-    def checked(cls, argv: list[str], multi: bool, tf_config: str | None = None) -> UserCommand:
+    def checked(cls, argv: list[str], multi: bool, tf_config: str | None = None, auto_record: bool = True,
+                step_function: str | None = None) -> UserCommand:
         """The command after ``--``, its program found now rather than as N failed workers."""
         if not argv:
             raise UsageError("perfkit launch: give the command to run after '--', e.g. "
@@ -54,7 +61,7 @@ class UserCommand:
         prog = argv[0]
         if shutil.which(prog) is None and not (os.sep in prog and Path(prog).is_file()):
             raise UsageError(f"command: {prog!r} is not an executable on PATH or a file")
-        return cls(tuple(argv), multi, tf_config)
+        return cls(tuple(argv), multi, tf_config, auto_record, step_function)
 
     def command(self, run: RunDir, placement: Placement) -> list[str]:
         cores = ",".join(str(c) for c in placement.cores) if placement.cores else "-"
@@ -70,6 +77,13 @@ class UserCommand:
             env["TF_NUM_INTEROP_THREADS"] = str(max(1, min(2, placement.threads)))
         # MultiWorkerMirroredStrategy needs tf-keras (keras-team/keras#20585); a user's own setting wins.
         env.setdefault("TF_USE_LEGACY_KERAS", "1")
+        if self.auto_record:
+            env[AUTO_VAR] = "1"
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(STARTUP_DIR), env.get("PYTHONPATH")) if p)
+            if self.step_function:
+                env[STEP_FUNCTION_VAR] = self.step_function
+        else:
+            env.pop(AUTO_VAR, None)
         return env
 
 

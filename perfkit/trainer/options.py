@@ -6,6 +6,7 @@ command validates the same way and the CLI only parses. ``train`` runs one confi
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from perfkit.trainer.command import LaunchOptions, UserCommand
 from perfkit.trainer.hosts.cpubudget import available_cores
 from perfkit.trainer.multi import MultiOptions, run_multi, select_local
 from perfkit.trainer.single import run_single
+
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 def train(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, observer: Observer, run_id: str | None = None,
@@ -58,7 +61,8 @@ def supervised(opts: MultiOptions, stall_timeout: float, allow_unenforced: bool)
 def launch_options(command: list[str], mode: Mode, *, workers: int | None, cluster: Path | None, emulate: bool,
                    pin: bool, connect_timeout: float, stall_timeout: float, max_restarts: int,
                    cluster_from: str | None, base_port: int | None, allow_unenforced: bool, profile_steps: str,
-                   sample_interval: float, label: str | None) -> tuple[LaunchOptions, MultiOptions]:
+                   sample_interval: float, label: str | None, auto_record: bool = True,
+                   step_function: str | None = None) -> tuple[LaunchOptions, MultiOptions]:
     """``perfkit launch``'s options: the command (its program found now), and the workers it runs as."""
     if not 0.05 <= sample_interval <= 60:
         raise UsageError("--sample-interval: must be between 0.05 and 60 seconds")
@@ -73,7 +77,14 @@ def launch_options(command: list[str], mode: Mode, *, workers: int | None, clust
             raise UsageError("--workers/--cluster/--emulate/--cluster-from: only with --mode multi")
         opts = multi_options(1, None, None, None, False, pin, connect_timeout, max_restarts)
     passed_on = opts.scheduler.tf_config if opts.scheduler is not None else None
-    lopts = LaunchOptions(UserCommand.checked(command, mode is Mode.multi, passed_on), mode,
+    if step_function is not None and not _IDENTIFIER.fullmatch(step_function):
+        raise UsageError(f"--step-function: {step_function!r} is not a function name (e.g. train_step or "
+                         f"Trainer.train_step)")
+    if step_function is not None and not auto_record:
+        raise UsageError("--step-function: names the step for perfkit's start-up hook, which --no-auto-record "
+                         "turns off; give one or the other")
+    user = UserCommand.checked(command, mode is Mode.multi, passed_on, auto_record, step_function)
+    lopts = LaunchOptions(user, mode,
                           check_spec(profile_steps), sample_interval=sample_interval, label=label)
     return lopts, supervised(opts, stall_timeout, allow_unenforced)
 

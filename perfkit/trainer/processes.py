@@ -27,6 +27,7 @@ from perfkit.profiler.sampler import Sampler, Target
 from perfkit.results import RunDir, write_json
 from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.probe import listening, unreachable
+from perfkit.trainer.worker.session import CLAIM_FILE
 
 if TYPE_CHECKING:
     from perfkit.trainer.hosts.hostenv import HostEnv
@@ -90,6 +91,7 @@ class Launcher:
         for w in self.workers:
             wdir = self.run.worker_dir(w.index)
             (wdir / "status.json").unlink(missing_ok=True)
+            (wdir / CLAIM_FILE).unlink(missing_ok=True)  # this attempt's recording process claims it anew
             prefix = self.env.wrap(w.index) if self.env else []  # its host's network namespace
             with open(wdir / "worker.log", "ab") as out:
                 w.proc = subprocess.Popen(

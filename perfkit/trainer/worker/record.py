@@ -1,88 +1,37 @@
 """``perfkit.record``: your own training script's ``model.fit`` recorded the way perfkit records its own.
 
     import perfkit
-    with perfkit.record(global_batch=256) as rec:
+    with perfkit.record() as rec:
         model.fit(train, epochs=3, validation_data=val, callbacks=rec.callbacks)
 
-Under ``perfkit launch`` (``PERFKIT_RUN_DIR`` and ``PERFKIT_WORKER_INDEX`` set) it records this worker's
-part of the launcher's run: steps and epochs (``workers/<i>/``, saved after every epoch), the trace window,
-TensorBoard scalars and ``status.json``, from which the launcher follows its progress; the launcher samples
-CPU and writes run.json. Run alone (``python train.py``) it is its own launcher for one process: it creates
-the run directory, samples this process's CPU and marks the run complete, failed or interrupted on exit.
-A ``TF_CONFIG`` naming several workers is read, never changed; each task then writes its part
+Under ``perfkit launch`` a script needs none of this (the start-up hook adds the same callbacks, ``auto``);
+with it, the script is recorded once. The global batch is read from what ``fit`` is given unless
+``global_batch=`` says it. Under ``perfkit launch`` (``PERFKIT_RUN_DIR`` and ``PERFKIT_WORKER_INDEX`` set) it
+records this worker's part of the launcher's run (``fitpart.WorkerPart``); the launcher samples CPU and
+writes run.json. Run alone (``python train.py``) it is its own launcher for one process: it creates the run
+directory, samples this process's CPU and marks the run complete, failed or interrupted on exit. A
+``TF_CONFIG`` naming several workers is read, never changed; each task then writes its part
 ``<run-id>--w<i>`` of one run id (``run_id=`` or ``PERFKIT_RUN_ID``), merged by ``perfkit analyze``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from perfkit.errors import UsageError
-from perfkit.profiler import scalars, tracewindow
-from perfkit.profiler.steps import StepLog, keras_callback
-from perfkit.trainer.worker.part import (INDEX_VAR, RUN_DIR_VAR, Status, StatusObserver, close_part, command_identity,
-                                         error_line, open_part, plan_config)
+from perfkit.profiler.steps import StepLog
+from perfkit.trainer.worker.fitpart import RUN_ID_VAR, Context, WorkerPart
+from perfkit.trainer.worker.part import INDEX_VAR, RUN_DIR_VAR, command_identity, plan_config
 
 log = logging.getLogger(__name__)
 
-RUN_ID_VAR = "PERFKIT_RUN_ID"
-
-
-@dataclass(frozen=True)
-class Context:
-    """Where this process's records go and how it is to be traced."""
-
-    run_dir: Path | None  # None until a run alone creates its own
-    index: int
-    num_workers: int
-    host: str
-    run_id: str
-    profile_steps: str = "auto"
-    profile_retries: int = 3
-    attempt: int = 0
-    launched: bool = False
-    endpoints: tuple[str, ...] = ()  # every worker's host:port, from TF_CONFIG (a run alone, several tasks)
-
-    @classmethod
-    def from_launcher(cls, run_dir: Path, index: int) -> Context:
-        launch_file = run_dir / "launch.json"
-        try:
-            launch = json.loads(launch_file.read_text(encoding="utf-8"))
-            me = launch["workers"][str(index)]
-        except (OSError, ValueError, KeyError) as exc:
-            raise UsageError(f"{RUN_DIR_VAR}/{INDEX_VAR}: {launch_file} has no worker {index} "
-                             f"({type(exc).__name__}); were they set by perfkit launch?") from None
-        cfg = launch.get("config") or {}
-        return cls(run_dir, index, len(launch["cluster"]["workers"]), me["host"],
-                   str(launch["run_id"]), str(cfg.get("profile_steps", "auto")), int(cfg.get("profile_retries", 3)),
-                   int(launch.get("attempt", 0)), launched=True)
-
-    @classmethod
-    def alone(cls, run_id: str | None, profile_steps: str, label: str | None) -> Context:
-        from perfkit.config import sanitize_id
-        from perfkit.machine import hostname
-        from perfkit.results import new_run_id
-        from perfkit.schedulers import from_tf_config
-
-        text = os.environ.get("TF_CONFIG")
-        task = from_tf_config(text, 0.0) if text else None
-        if task is None or task.cluster.num_workers <= 1:
-            rid = sanitize_id(run_id) if run_id else new_run_id("single", label)
-            return cls(None, 0, 1, hostname(), rid, profile_steps)
-        n = task.cluster.num_workers
-        rid = run_id or os.environ.get(RUN_ID_VAR)
-        if not rid:
-            raise UsageError(f"TF_CONFIG names {n} workers: give every task the same run id (perfkit.record("
-                             f"run_id=...) or {RUN_ID_VAR}), so that their parts form one run")
-        return cls(None, task.index, n, hostname(), sanitize_id(rid), profile_steps,
-                   endpoints=tuple(w.endpoint for w in task.cluster.workers))
+__all__ = ["RUN_ID_VAR", "Context", "Recorder", "WorkerPart", "record"]
 
 
 def check_keras() -> None:
@@ -107,14 +56,16 @@ def check_keras() -> None:
 class Recorder:
     """See the module docstring. ``callbacks`` go into ``model.fit``; use one recorder per fit."""
 
-    def __init__(self, global_batch: int, results_dir: str | Path = "results", run_id: str | None = None,
+    def __init__(self, global_batch: int | None = None, results_dir: str | Path = "results", run_id: str | None = None,
                  label: str | None = None, profile_steps: str = "auto") -> None:
         from perfkit.profiler.tracewindow import check_spec
+        from perfkit.trainer.worker.auto import install_fit_patch
 
-        if not isinstance(global_batch, int) or global_batch < 1:
+        if global_batch is not None and (not isinstance(global_batch, int) or global_batch < 1):
             raise UsageError(f"perfkit.record: global_batch must be a positive int (the batch of one step over "
-                             f"all workers), not {global_batch!r}")
+                             f"all workers) or left out (read from what fit is given), not {global_batch!r}")
         check_keras()
+        install_fit_patch()
         run_dir, index = os.environ.get(RUN_DIR_VAR), os.environ.get(INDEX_VAR)
         if run_dir or index is not None:  # set by perfkit launch: both, and the index a worker's
             if not run_dir or index is None or not index.isdigit():
@@ -123,7 +74,7 @@ class Recorder:
             self.context = Context.from_launcher(Path(run_dir), int(index))
         else:
             self.context = Context.alone(run_id, check_spec(profile_steps), label)
-        if global_batch % self.context.num_workers:
+        if global_batch is not None and global_batch % self.context.num_workers:
             raise UsageError(f"perfkit.record: global_batch {global_batch} does not divide among "
                              f"{self.context.num_workers} workers")
         self.global_batch, self.results_dir = global_batch, Path(results_dir)
@@ -147,8 +98,8 @@ class Recorder:
         if not ctx.launched:
             self._own = OwnRun.create(ctx, self.results_dir, self.global_batch)
             ctx = self._own.context
-        self._part = WorkerPart(ctx, StepLog(samples_per_step=self.global_batch // ctx.num_workers),
-                                self.global_batch)
+        per_worker = self.global_batch // ctx.num_workers if self.global_batch else 0
+        self._part = WorkerPart(ctx, StepLog(samples_per_step=per_worker), self.global_batch)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -158,108 +109,11 @@ class Recorder:
             self._own.finish(self._part, outcome)
 
 
-def record(global_batch: int, results_dir: str | Path = "results", run_id: str | None = None,
+def record(global_batch: int | None = None, results_dir: str | Path = "results", run_id: str | None = None,
            label: str | None = None, profile_steps: str = "auto") -> Recorder:
-    """Record this process's ``model.fit``; ``global_batch``: samples per step over all workers."""
+    """Record this process's ``model.fit``; ``global_batch``: samples per step over all workers (default: read
+    from what ``fit`` is given)."""
     return Recorder(global_batch, results_dir, run_id, label, profile_steps)
-
-
-class WorkerPart:
-    """This process's records: ``workers/<i>/`` of ``ctx.run_dir``."""
-
-    def __init__(self, ctx: Any, steplog: StepLog, global_batch: int) -> None:
-        self.ctx, self.steplog, self.global_batch = ctx, steplog, global_batch
-        self.run_dir: Path = ctx.run_dir
-        wdir = self.run_dir / "workers" / str(ctx.index)
-        wdir.mkdir(parents=True, exist_ok=True)
-        self.status = Status(wdir / "status.json", ctx.index)
-        self.save = open_part(self.status, wdir, steplog, ctx.host, ctx.attempt)
-        self.observer = StatusObserver(self.status, self.save)
-        self.capture: tracewindow.TraceCapture | None = None
-        self.plan: dict[str, Any] | None = None
-        self._callbacks: list[Any] | None = None
-
-    def callbacks(self) -> list[Any]:
-        if self._callbacks is None:
-            steps = keras_callback(self.steplog, on_step=self.observer.step, on_epoch=self.observer.epoch)
-            # The trace window comes after the step recorder, so the profiler starts and stops between steps.
-            self._callbacks = [steps, scalars.keras_callback(self.run_dir / "tensorboard" / f"w{self.ctx.index}"),
-                               _window_callback(self)]
-        return list(self._callbacks)
-
-    def started(self, epochs: int, steps_per_epoch: int | None) -> None:
-        """fit began: its plan is known (Keras' params), the trace window can be placed."""
-        self.plan = {"epochs": epochs, "steps_per_epoch": steps_per_epoch, "global_batch": self.global_batch}
-        self.status.write(plan=self.plan)
-        self.observer.training_started(epochs, steps_per_epoch or 0, lambda: None)
-        if not steps_per_epoch:
-            self.status.write(profile={"status": "skipped", "error": "steps per epoch unknown (give fit steps_per_epoch)",
-                                       "window": None, "file": None, "attempt": self.ctx.attempt})
-            return
-        window = tracewindow.resolve(self.ctx.profile_steps, steps_per_epoch, epochs)
-        if window is None:
-            return
-        # One process alone may try a failed capture again later; the workers of a cluster must trace the
-        # same steps, so there a lost capture is not retried in-process.
-        retries = self.ctx.profile_retries if self.ctx.num_workers == 1 else 0
-        target = tracewindow.CaptureTarget(self.run_dir, session=self.ctx.run_id, host_name=f"{self.ctx.host}-w{self.ctx.index}")
-        self.capture = tracewindow.tf_capture(window, target, lambda r: self.status.write(
-            profile={**r, "attempt": self.ctx.attempt}), retries, steps_per_epoch, epochs)
-
-    def end(self, exc: BaseException | None) -> tuple[str, str | None]:
-        """Stop what was started, save everything; the run's outcome as (status, error)."""
-        if self.capture is not None:
-            self.capture.finish()  # a failed fit may leave the profiler running
-        state = close_part(self.status, self.save, exc)
-        if state == "done":
-            return "complete", None
-        if state == "interrupted":
-            return "interrupted", "interrupted by the user (Ctrl-C)"
-        return "failed", error_line(exc) if exc is not None else None
-
-    def worker_record(self) -> dict[str, Any]:
-        st = self.status._state
-        return {"index": self.ctx.index, "host": self.ctx.host, "pid": os.getpid(), "role": "trainer",
-                "anchor_wall_ns": self.steplog.anchor.wall_ns, "anchor_mono_ns": self.steplog.anchor.mono_ns,
-                "state": st.get("state"), "profile": st.get("profile"), "plan": self.plan}
-
-
-def _window_callback(part: WorkerPart) -> Any:
-    """Places the trace window once fit says how long it is, then drives it like perfkit's own workers."""
-    from perfkit._tf import keras
-
-    class _Window(keras().callbacks.Callback):
-        inner: Any = None
-
-        def on_train_begin(self, logs: Any = None) -> None:
-            params = self.params or {}
-            part.started(int(params.get("epochs") or 0), params.get("steps"))
-            if part.capture is not None:
-                self.inner = tracewindow.keras_callback(part.capture, int(params["steps"]))
-
-        def _pass(self, hook: str, *args: Any) -> None:
-            if self.inner is not None:
-                getattr(self.inner, hook)(*args)
-
-        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            self._pass("on_epoch_begin", epoch, logs)
-
-        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            self._pass("on_train_batch_begin", batch, logs)
-
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            self._pass("on_train_batch_end", batch, logs)
-
-        def on_test_begin(self, logs: Any = None) -> None:
-            self._pass("on_test_begin", logs)
-
-        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            self._pass("on_epoch_end", epoch, logs)
-
-        def on_train_end(self, logs: Any = None) -> None:
-            self._pass("on_train_end", logs)
-
-    return _Window()
 
 
 class OwnRun:

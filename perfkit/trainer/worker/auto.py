@@ -1,0 +1,149 @@
+"""Recording a launched script that does not import perfkit: what perfkit's start-up hook
+(``startup/sitecustomize.py``) installs in the interpreter ``perfkit launch`` starts.
+
+Nothing is imported here until the script imports it. Once it does:
+- Keras ``Model.fit`` (tf-keras and Keras 3) gets perfkit's callbacks added to its own, the global batch read
+  from what ``fit`` is given; a ``fit`` that already carries ``perfkit.record``'s callbacks is left alone (the
+  script is recorded once, and ``perfkit.record()`` learns its batch the same way);
+- outside ``fit``, TensorFlow's ``tf.function`` calls, ``Strategy.run``, dataset iterators and metric resets
+  are watched to find a custom loop's training step (``perfkit.trainer.worker.loop``).
+
+Only the first process of a worker to start training records it (``.recorder-claim`` in its worker
+directory): a launcher script, or a child that also imports TensorFlow, does not write the same part twice.
+Every patch passes the script's arguments, return values and exceptions through unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from perfkit.trainer.worker import imports
+from perfkit.trainer.worker.session import STATE, Session, global_batch_of
+
+log = logging.getLogger(__name__)
+
+AUTO_VAR = "PERFKIT_AUTO_RECORD"  # "1": set by perfkit launch, unless --no-auto-record
+STEP_FUNCTION_VAR = "PERFKIT_STEP_FUNCTION"  # --step-function NAME
+
+
+def install_from_env() -> None:
+    """The start-up hook's entry: record this interpreter if perfkit launch asked for it."""
+    if os.environ.get(AUTO_VAR) != "1":
+        return
+    from perfkit.trainer.worker.part import INDEX_VAR, RUN_DIR_VAR
+
+    run_dir, index = os.environ.get(RUN_DIR_VAR), os.environ.get(INDEX_VAR)
+    if not run_dir or not (index or "").isdigit():
+        return
+    STATE.session = Session(Path(run_dir), int(index or 0), os.environ.get(STEP_FUNCTION_VAR) or None)
+    install_fit_patch()
+    imports.when_imported("tensorflow", lambda tf: _patch_tf(STATE.session))
+
+
+def install_fit_patch() -> None:
+    """``Model.fit`` of whichever Keras the script imports learns its global batch (and, under the hook,
+    gets perfkit's callbacks). Also used by ``perfkit.record()`` without a batch."""
+    imports.when_imported("tf_keras", lambda m: _patch_fit(m.Model, m.callbacks.Callback))
+    imports.when_imported("keras", lambda m: _patch_fit(m.Model, m.callbacks.Callback))
+
+
+def _patch_fit(model_class: type, callback_base: type) -> None:
+    original = model_class.fit
+    if getattr(original, "_perfkit", False):
+        return
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return _fit(original, signature, callback_base, self, args, kwargs)
+
+    fit._perfkit = True  # type: ignore[attr-defined]
+    model_class.fit = fit  # type: ignore[method-assign]
+
+
+def _fit(original: Any, signature: inspect.Signature, callback_base: type, model: Any, args: tuple[Any, ...],
+         kwargs: dict[str, Any]) -> Any:
+    try:
+        bound = signature.bind(model, *args, **kwargs)
+    except TypeError:  # Keras says what is wrong with the call, not perfkit
+        return original(model, *args, **kwargs)
+    from perfkit.trainer.worker.fitpart import PART_ATTR
+
+    given = bound.arguments
+    callbacks = list(given.get("callbacks") or [])
+    batch = global_batch_of(given.get("x"), given.get("batch_size"))
+    owner = next((getattr(c, PART_ATTR) for c in callbacks if hasattr(c, PART_ATTR)), None)
+    part = None
+    if owner is not None:
+        owner.fit_given(batch)  # perfkit.record's callbacks already there: recorded once
+    elif STATE.session is not None and not STATE.fit_depth:
+        part = STATE.session.fit_part(batch, callback_base)
+        if part is not None:
+            bound.arguments["callbacks"] = callbacks + part.callbacks()
+    STATE.fit_depth += 1
+    try:
+        out = original(*bound.args, **bound.kwargs)
+    except BaseException as exc:
+        if part is not None:
+            STATE.session.fit_ended(exc)
+        raise
+    finally:
+        STATE.fit_depth -= 1
+    if part is not None:
+        STATE.session.fit_ended(None)
+    return out
+
+
+def _patch_tf(session: Any) -> None:
+    """Where a custom loop shows itself: tf.function calls, Strategy.run, distributed datasets, iterators."""
+    from tensorflow.python.data.ops import dataset_ops
+    from tensorflow.python.distribute import distribute_lib, input_lib
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function
+
+    call = polymorphic_function.Function.__call__
+    polymorphic_function.Function.__call__ = _wrap(call, lambda orig, fn, a, k: session.function_call(orig, fn, a, k))
+    base = distribute_lib.StrategyBase
+    base.run = _wrap(base.run, lambda orig, s, a, k: session.strategy_run(orig, s, a, k))
+    distribute = base.experimental_distribute_dataset
+    base.experimental_distribute_dataset = _wrap(distribute, lambda orig, s, a, k: session.distribute(orig, s, a, k))
+    from_fn = base.distribute_datasets_from_function
+    base.distribute_datasets_from_function = _wrap(from_fn, lambda orig, s, a, k: session.from_function(
+        orig, s, a, k))
+    for cls in (dataset_ops.DatasetV2, input_lib.DistributedDataset, input_lib.DistributedDatasetsFromFunction):
+        cls.__iter__ = _wrap(cls.__iter__, lambda orig, d, a, k: session.new_iterator(orig, d, a, k))
+    imports.when_imported("tf_keras", lambda m: _patch_metrics(m.metrics.Metric, session))
+    imports.when_imported("keras", lambda m: _patch_metrics(m.metrics.Metric, session))
+
+
+def _wrap(original: Any, handler: Any) -> Any:
+    if getattr(original, "_perfkit", False):
+        return original
+
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return handler(original, self, args, kwargs)
+
+    wrapper._perfkit = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _patch_metrics(metric: type, session: Any) -> None:
+    """A custom loop's epoch ends where it resets its metrics: the base class and every subclass that
+    overrides ``reset_state`` (the deprecated ``reset_states`` calls it)."""
+    todo, seen = [metric], set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        todo.extend(cls.__subclasses__())
+        for name in ("reset_state", "reset_states"):
+            if name in vars(cls):
+                setattr(cls, name, _wrap(vars(cls)[name], lambda orig, m, a, k: session.metric_reset(orig, m, a, k)))
+
+
