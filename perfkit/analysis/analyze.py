@@ -1,8 +1,9 @@
 """`perfkit analyze`'s entry point: selected runs -> every figure of docs/figures.md as DataFrames.
 
 ``analyze(paths, results_dir, baseline_id)`` loads (``load``), picks the baseline and the runs left out
-(``select``), computes each run's figures (``summary``, ``cpu``, ``stragglers``) and the baseline-relative
-ones (speedup, efficiency, CPU cost ratio, validation gap), then the verdict (``verdict``). The result is
+(``select``), computes each run's figures (``summary``, ``cpu``, ``stragglers``, ``command``: the whole
+command's wall time, and all a run without steps has) and the baseline-relative ones (speedup, efficiency,
+command speedup, CPU cost ratio, validation gap), then the verdict (``verdict``). The result is
 an ``Analysis``: frozen, renderer-agnostic; the column names are the JSON keys (see ``renderers.json``).
 """
 
@@ -18,12 +19,13 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis import cpu as cpu_fig
+from perfkit.analysis.command import NO_STEPS, command_row, exit_codes, stepless, stepless_worker_rows, worker_indices
 from perfkit.analysis.load import LoadedRun
 from perfkit.analysis.modes import mode_table
+from perfkit.analysis.result import Analysis
 from perfkit.analysis.select import Selection, describe_data, load_and_select
 from perfkit.analysis.stragglers import StragglerFigures, estimate_split, stragglers, trace_split
 from perfkit.analysis.summary import cpu_table_of, epoch_table, summarize, training_window
-from perfkit.analysis.result import Analysis
 from perfkit.analysis.verdict import verdict
 from perfkit.analysis.verify import verification_table
 from perfkit.analysis.whatif import EMPTY_ROW, PLACEMENT_EMPTY, StepModel, equal_workers, placement_row
@@ -75,7 +77,8 @@ RUN_COLUMNS = [
     "run_id", "is_baseline", "mode", "strategy", "ps", "step_shares", "min_step_share", "min_share_worker",
     "min_share_vs_even", "status", "preset", "data", "workers", "hosts", "epochs", "steady_epoch_s",
     "steady_is_warmup", "fit_s", "steady_samples_per_s", "samples", "cpu_s", "cpu_s_per_1k_samples",
-    "rss_peak_max_bytes", "val_loss", "val_accuracy", "val_auc", "split_source", "split_note", "steps_compared",
+    "rss_peak_max_bytes", "command_wall_s", "command_cpu_s", "steps_note", "val_loss", "val_accuracy", "val_auc",
+    "split_source", "split_note", "steps_compared",
     "straggler_cost", "flagged_workers", "slowest_worker", "slowest_host", "slowest_straggler_share",
     "slowest_speed_score", "others_wait_share", "equal_step_ratio", "equal_epoch_s", "equal_epoch_lo_s",
     "equal_epoch_hi_s", "equal_step_s", "equal_compute_s", "equal_epoch_per_compute", "equal_transfer_s", "equal_transfer_source", "equal_val_s", "equal_budgets",
@@ -84,29 +87,32 @@ RUN_COLUMNS = [
     "placement_epoch_lo_s", "placement_epoch_hi_s", "placement_assumptions", "largest_term", "transfer_share",
     "links",
 ]
-RELATIVE_COLUMNS = ["speedup", "speedup_fit", "efficiency", "efficiency_fit", "cpu_cost_vs_baseline",
-                    "val_accuracy_gap", "val_auc_gap", "val_loss_gap", "equal_speedup"]
+RELATIVE_COLUMNS = ["speedup", "speedup_fit", "efficiency", "efficiency_fit", "command_speedup",
+                    "cpu_cost_vs_baseline", "val_accuracy_gap", "val_auc_gap", "val_loss_gap", "equal_speedup"]
 
 
 def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
     rec = run.record
-    cpu = cpu_fig.CpuSamples.of(rec)
+    no_steps = stepless(rec.run)  # only the whole command's figures (analysis/command.py)
+    cpu = cpu_fig.CpuSamples.of(rec, whole_life=no_steps)
     per_worker_cpu = cpu_table_of(cpu.window)
     epochs = epoch_table(rec)
     summary = summarize(rec, cpu=per_worker_cpu, epochs=epochs)
     asynchronous = run.mode == "ps"  # no worker waits for another: no straggler split, no what-if
-    split = None if asynchronous else trace_split(run.trace, run.num_workers)
-    if split is None and run.num_workers > 1 and not asynchronous:
+    split = None if asynchronous or no_steps else trace_split(run.trace, run.num_workers)
+    if split is None and run.num_workers > 1 and not asynchronous and not no_steps:
         split = estimate_split(rec, cpu, run.num_workers, run.no_trace)
     strag = stragglers(split, rec) if split is not None else None
     # CPU totals of a run whose sampler missed a worker would be partial: left out (the loader warns)
-    sampled = set(cpu.workers["worker"].unique()) >= set(rec.steps["worker"].unique()) if not rec.steps.empty else False
-    cpu_s = cpu_fig.training_cpu_seconds(cpu) if sampled else math.nan
+    expected = worker_indices(rec.run) if no_steps else set(rec.steps["worker"].unique())
+    sampled = bool(expected) and set(cpu.workers["worker"].unique()) >= expected
+    cpu_s = cpu_fig.training_cpu_seconds(cpu) if sampled and not no_steps else math.nan
     samples = float(rec.steps["samples"].sum()) if not rec.steps.empty else math.nan
-    workers = _worker_rows(run, per_worker_cpu, cpu, strag, summary.fit_s)
+    workers = (stepless_worker_rows(rec.run, per_worker_cpu, cpu) if no_steps
+               else _worker_rows(run, per_worker_cpu, cpu, strag, summary.fit_s))
     row = {
         "run_id": run.run_id, "is_baseline": is_baseline, "mode": run.mode, "status": run.status,
-        "strategy": rec.run.strategy or ("MirroredStrategy" if run.mode == "single" else None),
+        "strategy": rec.run.strategy or ("MirroredStrategy" if run.mode == "single" and not no_steps else None),
         "ps": sum(1 for w in rec.run.workers if w.role == "ps"), **_share_row(workers),
         "preset": rec.run.preset, "data": describe_data(rec.run), "workers": run.num_workers,
         "hosts": len(set(cpu_fig.worker_hosts(rec.run).values())) or 1, "epochs": summary.epochs,
@@ -114,7 +120,8 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         "fit_s": summary.fit_s, "steady_samples_per_s": summary.steady_samples_per_s, "samples": samples,
         "cpu_s": cpu_s, "cpu_s_per_1k_samples": cpu_s / samples * 1000 if samples else math.nan,
         "rss_peak_max_bytes": float(workers["rss_peak_bytes"].max()) if not workers.empty else math.nan,
-        **_last_metrics(epochs), **_straggler_row(strag, rec.run, asynchronous),
+        **command_row(rec.run, cpu), **_last_metrics(epochs),
+        **_straggler_row(strag, rec.run, asynchronous, no_steps),
         **(_what_if_row(split, strag, rec, epochs) if strag is not None else EMPTY_ROW | PLACEMENT_EMPTY),
     }
     tag = {"run_id": run.run_id}
@@ -162,8 +169,11 @@ def _share_row(workers: pd.DataFrame) -> dict[str, Any]:
             "min_share_vs_even": float(low["step_share"]) * len(workers)}
 
 
-def _straggler_row(strag: StragglerFigures | None, meta: RunMeta, asynchronous: bool = False) -> dict[str, Any]:
+def _straggler_row(strag: StragglerFigures | None, meta: RunMeta, asynchronous: bool = False,
+                   no_steps: bool = False) -> dict[str, Any]:
     """Split, straggler and placement figures of a run (the equal-workers what-if: analysis/whatif.py)."""
+    if no_steps:
+        return {"split_source": None, "split_note": NO_STEPS}
     if strag is None and asynchronous:
         return {"split_source": None, "split_note": "asynchronous training (ParameterServerStrategy): no worker "
                 "waits for another, so there is no straggler wait and no equal-workers what-if; each worker's "
@@ -229,6 +239,7 @@ def _worker_rows(run: LoadedRun, per_worker_cpu: pd.DataFrame, cpu: cpu_fig.CpuS
     cpu_s = cpu.workers.groupby("worker")["cpu_s"].sum()
     out["cpu_s"] = out["worker"].map(cpu_s)
     out["cpu_s_per_step"] = out["cpu_s"] / out["steps"]
+    out["exit_code"] = out["worker"].map(exit_codes(run.meta))
     if strag is not None:
         out = out.merge(strag.workers.drop(columns=["step_s"]), on="worker", how="left")
         out["split_source"] = strag.source
@@ -270,6 +281,7 @@ def _relative(runs: pd.DataFrame, baseline_id: str | None) -> pd.DataFrame:
     runs["speedup_fit"] = b["fit_s"] / runs["fit_s"]
     runs["efficiency"] = runs["speedup"] / runs["workers"]
     runs["efficiency_fit"] = runs["speedup_fit"] / runs["workers"]
+    runs["command_speedup"] = b["command_wall_s"] / runs["command_wall_s"]  # any pair: with steps or without
     runs["cpu_cost_vs_baseline"] = runs["cpu_s_per_1k_samples"] / b["cpu_s_per_1k_samples"]
     for m in ("val_accuracy", "val_auc", "val_loss"):
         runs[f"{m}_gap"] = runs[m] - b[m]

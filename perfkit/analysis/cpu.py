@@ -3,7 +3,8 @@ CPU-seconds (hence CPU cost per 1,000 samples), and a down-sampled CPU% timeline
 
 ``cpu_percent`` is the average over the interval since the process's previous sample (100 = one core),
 so CPU-seconds = sum(cpu_percent / 100 * interval); the first sample of a process covers one sampler
-interval. Figures cover the training window (first step start to last epoch end, validation included);
+interval. Figures cover the training window (first step start to last epoch end, validation included),
+or for a run without steps (analysis/command.py) the command's whole life, every sample;
 rows of worker -1 (the launcher) are reported per process but left out of worker, host and cost figures.
 Per-worker CPU% and peak RSS are ``summary.cpu_table``.
 """
@@ -31,14 +32,17 @@ class CpuSamples:
     merged, as pids repeat across machines), ``dt_s`` (the interval each sample covers) and ``cpu_s``."""
 
     rows: pd.DataFrame  # every sample
-    window: pd.DataFrame  # the samples within the training window
+    window: pd.DataFrame  # the samples within the training window (a run without steps: every sample)
     workers: pd.DataFrame  # ... of worker processes (the launcher left out)
-    start_ns: int | None  # the training window's start (first step)
+    start_ns: int | None  # the training window's start (first step; a run without steps: first sample)
 
     @classmethod
-    def of(cls, record: RunRecord) -> CpuSamples:
+    def of(cls, record: RunRecord, whole_life: bool = False) -> CpuSamples:
+        """``whole_life``: a run without steps (no training window) is taken over every sample."""
         rows = _with_cpu_seconds(record)
         window = training_window(record)
+        if window is None and whole_life and not rows.empty:
+            window = int(rows["t_ns"].min()), int(rows["t_ns"].max())
         if window is None or rows.empty:
             return cls(rows, rows.iloc[0:0], rows.iloc[0:0], None)
         t = rows["t_ns"]

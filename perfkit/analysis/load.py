@@ -26,6 +26,7 @@ import pandas as pd
 from pandas.api.types import is_numeric_dtype
 
 from perfkit.analysis import tracetables
+from perfkit.analysis.command import utc_seconds
 from perfkit.analysis.summary import final_attempt
 from perfkit.analysis.tracetables import TraceTables, load_traces, profile_workers
 from perfkit.errors import ResultsError, UsageError
@@ -173,12 +174,19 @@ def merge_parts(run_id: str, parts: list[tuple[Path, RunMeta]]) -> LoadedRun:
 
 
 def _cpu_gaps(record: RunRecord) -> list[str]:
-    """Workers with steps but no CPU sample: the run's CPU figures are then left out (see analyze)."""
-    if record.steps.empty or record.cpu.empty:
+    """Workers with steps (a run without steps: every worker) but no CPU sample: the run's CPU figures
+    are then left out (see analyze)."""
+    if record.cpu.empty:
         return []
-    missing = set(record.steps["worker"].unique()) - set(record.cpu["worker"].unique())
-    return [f"no CPU samples of worker(s) {_list(int(w) for w in missing)}: CPU cost and per-host CPU are left "
-            f"out"] if missing else []
+    if record.run.launch.get("recorded") is False:
+        expected = {w.index for w in record.run.workers}
+    elif record.steps.empty:
+        return []
+    else:
+        expected = set(record.steps["worker"].unique())
+    missing = expected - set(record.cpu["worker"].unique())
+    return [(f"no CPU samples of worker(s) {_list(int(w) for w in missing)}: CPU cost and per-host CPU are left "
+             f"out")] if missing else []
 
 
 def _duplicate_problem(parts: list[tuple[Path, RunMeta]]) -> str | None:
@@ -250,10 +258,19 @@ def _merged_meta(metas: list[RunMeta], wall: bool) -> RunMeta:
         return merged
     worst = max(metas, key=lambda m: _SEVERITY.get(m.status, 4))
     starts = [m.command_started_wall_ns for m in metas if m.command_started_wall_ns]
-    return replace(merged, status=worst.status,
+    started, ended = _span(metas)
+    return replace(merged, status=worst.status, started=started or merged.started, ended=ended,
                    error="; ".join(f"{m.part.get('name')}: {m.error}" for m in metas if m.error) or None,
                    command_started_wall_ns=min(starts) if starts else None,
                    profile=_merged_profile([m.profile for m in metas]))
+
+
+def _span(metas: list[RunMeta]) -> tuple[str | None, str | None]:
+    """The parts' earliest start and latest end (None while a part has not ended): the command's span."""
+    starts = sorted((t, m.started) for m in metas if (t := utc_seconds(m.started)) is not None)
+    ends = [(utc_seconds(m.ended), m.ended) for m in metas]
+    known = [(t, e) for t, e in ends if t is not None]
+    return (starts[0][1] if starts else None), (max(known)[1] if known and len(known) == len(ends) else None)
 
 
 def _merged_profile(profiles: list[dict[str, Any]]) -> dict[str, Any]:
@@ -269,9 +286,9 @@ def completeness_problems(record: RunRecord, parts: list[RunRecord]) -> list[str
     if meta.status != "complete":
         problems.append(f"status {meta.status}" + (f": {meta.error}" if meta.error else ""))
     expected = set(range(meta.num_workers))
-    if meta.launch.get("recorded") is False:
-        return problems + ["the launched command recorded no steps: it does not use perfkit.record (only its "
-                           "processes' CPU, memory and exit status were recorded)"]
+    missing_cpu = [f"{r.path.name}: cpu.parquet missing" for r in parts if not (r.path / "cpu.parquet").is_file()]
+    if meta.launch.get("recorded") is False:  # no steps: only the whole command's figures (analysis/command.py)
+        return problems + missing_cpu
     # Under ParameterServerStrategy the chief records the epochs; its workers' steps are timed on them.
     chief = meta.chief_index if meta.mode == "ps" else None
     for name, df in (("steps", record.steps), ("epochs", record.epochs)):
@@ -283,9 +300,7 @@ def completeness_problems(record: RunRecord, parts: list[RunRecord]) -> list[str
         if expected - have:
             missing = expected - have
             problems.append(f"no {name} recorded for worker(s) {_list(missing)}{_part_hint(meta, missing)}")
-    problems += _epoch_problems(record, {chief} if chief is not None else expected)
-    problems += [f"{r.path.name}: cpu.parquet missing" for r in parts if not (r.path / "cpu.parquet").is_file()]
-    return problems
+    return problems + _epoch_problems(record, {chief} if chief is not None else expected) + missing_cpu
 
 
 def _epoch_problems(record: RunRecord, workers: set[int]) -> list[str]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from perfkit.analysis.command import STEP_FIGURES
 from perfkit.analysis.stragglers import FLAG_BELOW
 from perfkit.analysis.verify import verification_lines
 
@@ -41,7 +42,7 @@ def _estimated(text: str, est: str) -> str:
 
 
 def verdict(a: Analysis) -> list[str]:
-    lines = _baseline_lines(a)
+    lines = command_lines(a) + _baseline_lines(a)
     base = a.runs[a.runs["run_id"] == a.baseline_id].iloc[0] if a.baseline_id else None
     for row in a.runs.itertuples(index=False):
         if row.run_id != a.baseline_id:
@@ -61,7 +62,9 @@ def _baseline_lines(a: Analysis) -> list[str]:
         return [f"No baseline ({a.baseline_note}): speedup, efficiency and the gaps to the baseline are not "
                 f"computed."]
     b = a.runs[a.runs["run_id"] == a.baseline_id].iloc[0]
-    parts = [f"steady epoch {b.steady_epoch_s:.1f} s" if ok(b.steady_epoch_s) else "no epoch time",
+    parts = [f"steady epoch {b.steady_epoch_s:.1f} s" if ok(b.steady_epoch_s) else
+             f"no steps, whole command {num(b.command_wall_s)} s" if _stepless(b) and ok(b.command_wall_s) else
+             "no epoch time",
              f"{b.steady_samples_per_s:,.0f} samples/s" if ok(b.steady_samples_per_s) else None,
              f"{num(b.cpu_s_per_1k_samples)} CPU-seconds per 1,000 samples" if ok(b.cpu_s_per_1k_samples) else None]
     text = f"Baseline: {b.run_id} ({b['mode']}, {a.baseline_note}): " + ", ".join(p for p in parts if p)
@@ -80,6 +83,8 @@ def _cpu_per_process(a: Analysis, run_id: str) -> str:
 
 
 def run_lines(row: Any, base: Any, a: Analysis) -> list[str]:
+    if _stepless(row):  # its speed and why it has no steps open the verdict (command_lines)
+        return _command_cpu_lines(row, base, a) + _cpu_lines(row, base, a)
     note = str(row.split_note)
     est = "" if row.split_source == "trace" else note[:1].upper() + note[1:]
     lines = [_speed_line(row, base)]
@@ -273,3 +278,54 @@ def _budget_differs(h: pd.DataFrame) -> str:
         return ""
     return " Applied budgets differ from the request: " + ", ".join(
         f"{r.host} {num(r.budget_cores)} cores given vs {num(r.budget_requested_cores)} asked" for r in off) + "."
+
+
+def _stepless(row: Any) -> bool:
+    return present(getattr(row, "steps_note", None))
+
+
+def _who(row: Any) -> str:
+    return f"{row.run_id} ({row.mode}, {row.workers} worker{'s' if row.workers != 1 else ''})"
+
+
+def command_lines(a: Analysis) -> list[str]:
+    """When a run recorded no steps, the verdict opens with the whole command's speedup (the one speed
+    figure such a run has) and then says why its step figures are missing."""
+    if a.runs.empty or "steps_note" not in a.runs or not a.runs["steps_note"].map(present).any():
+        return []
+    base = a.runs[a.runs["run_id"] == a.baseline_id].iloc[0] if a.baseline_id else None
+    rows = [r for r in a.runs.itertuples(index=False) if r.run_id != a.baseline_id
+            and (_stepless(r) or (base is not None and _stepless(base)))]
+    lines = [_command_speed_line(r, base, a.baseline_note) for r in rows]
+    missing = a.runs[a.runs["steps_note"].map(present)]
+    note = str(missing["steps_note"].iloc[0])
+    them = "it" if len(missing) == 1 else "them"
+    lines.append(f"No steps in {', '.join(missing['run_id'])}: {note}; {STEP_FIGURES} are not computed for "
+                 f"{them}.")
+    return lines
+
+
+def _command_speed_line(row: Any, base: Any, baseline_note: str) -> str:
+    wall = "wall time from the workers' start to the last one's exit"
+    if not ok(row.command_wall_s):
+        return f"{_who(row)}: no command wall time (run.json has no start or end time)."
+    if base is None or not ok(row.command_speedup):
+        why = f"no baseline ({baseline_note})" if base is None else "the baseline has no command wall time"
+        return f"{_who(row)} ran the whole command in {num(row.command_wall_s)} s ({wall}); {why}, so no speedup."
+    s = float(row.command_speedup)
+    how = f"{s:.2f}x faster than" if s >= 1 else f"{1 / s:.2f}x slower than"
+    return (f"{_who(row)} ran the whole command {how} the baseline {base.run_id} ({base['mode']}): command "
+            f"speedup {s:.2f}x ({num(row.command_wall_s)} s vs {num(base.command_wall_s)} s, {wall}).")
+
+
+def _command_cpu_lines(row: Any, base: Any, a: Analysis) -> list[str]:
+    """A run without steps: its workers' CPU and memory over the command's whole life."""
+    if not ok(row.command_cpu_s):
+        return []
+    vs = (f" vs {num(base.command_cpu_s)} for the baseline ({row.command_cpu_s / base.command_cpu_s:.2f}x)"
+          if base is not None and row.run_id != base.run_id and ok(base.command_cpu_s) and base.command_cpu_s > 0
+          else "")
+    rss = f"; peak RSS {row.rss_peak_max_bytes / 2**20:,.0f} MiB" if ok(row.rss_peak_max_bytes) else ""
+    text = (f"{row.run_id} over the whole command: {num(row.command_cpu_s)} CPU-seconds of its worker processes"
+            f"{vs}{_cpu_per_process(a, row.run_id)}{rss}.")
+    return [text]

@@ -237,9 +237,9 @@ def print_summary(console: Console, path: Path) -> None:
     from perfkit.results import RunRecord
 
     record = RunRecord.load(path)
-    if record.steps.empty:  # a launched command that does not use perfkit.record
-        console.print(f"no steps recorded (the command does not use perfkit.record): only CPU, memory and "
-                      f"exit status\nrun directory: {path}")
+    if record.steps.empty:  # a launched command that never trained in Python with TensorFlow
+        console.print(f"no steps recorded (the command never ran a Keras fit or a tf.function training step "
+                      f"that perfkit could see): only CPU, memory and exit status\nrun directory: {path}")
         return
     console.print(summary_table(summarize(record), epoch_table(record)))
     workers = worker_table(record)
@@ -247,6 +247,9 @@ def print_summary(console: Console, path: Path) -> None:
         console.print(worker_lines(workers))
     for line in trace_lines(record.run.profile or None, path):
         console.print(line)
+    steps = (record.run.launch or {}).get("steps")
+    if steps:
+        console.print(f"steps recorded: {steps}")
     console.print(f"run directory: {path}")
 
 

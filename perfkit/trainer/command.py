@@ -33,7 +33,7 @@ from perfkit.trainer.hosts.hostenv import HostEnv
 from perfkit.trainer.multi import (MultiOptions, Supervision, placement_meta, placements_payload, run_dir_id,
                                    supervise_run, warn_setup)
 from perfkit.trainer.processes import worker_env
-from perfkit.trainer.worker.auto import AUTO_VAR, STEP_FUNCTION_VAR
+from perfkit.trainer.worker.env import AUTO_VAR, STEP_FUNCTION_VAR
 from perfkit.trainer.worker.part import INDEX_VAR, RUN_DIR_VAR, command_identity, plan_config
 
 # Holds the sitecustomize.py that installs perfkit.trainer.worker.auto in the launched interpreter.
@@ -139,7 +139,21 @@ def run_launch(lopts: LaunchOptions, opts: MultiOptions, results_dir: str | Path
 
 
 def _record_plan(run: RunDir, config: dict[str, Any]) -> None:
-    """The plan the workers' recorders reported (epochs, global batch), or that none recorded anything."""
+    """The plan the workers' recorders reported (epochs, global batch, what the steps are), or that none
+    recorded anything."""
     plans = [w.get("plan") for w in run.meta.get("workers") or [] if w.get("plan")]
-    run.update(config={**config, **plan_config(plans[0] if plans else None)},
-               launch={**run.meta["launch"], "recorded": bool(plans)})
+    plan = plans[0] if plans else None
+    run.update(config={**config, **plan_config(plan)},
+               launch={**run.meta["launch"], "recorded": bool(plans), "steps": steps_source(plan)})
+
+
+def steps_source(plan: dict[str, Any] | None) -> str | None:
+    """What a launched command's steps are, in words: Keras fit's batches or a custom loop's function calls."""
+    if not plan:
+        return None
+    fn = plan.get("step_function")
+    if not fn:
+        return "Keras fit's batches"
+    why = {"Strategy.run": "it runs Strategy.run", "--step-function": "named by --step-function",
+           "repeated": "the first tf.function called repeatedly"}.get(str(fn.get("rule")), str(fn.get("rule")))
+    return f"calls of tf.function {fn.get('name')} ({why})"

@@ -1,7 +1,7 @@
 """`perfkit launch` with a user-style training script (examples/own_script/train.py: its own tiny model and
-data, no perfkit import but ``perfkit.record``): its baseline once, then 2 workers, then the analysis; the
-same script without perfkit.record; and a command that never starts its TF server named at the connect
-timeout."""
+data, ``perfkit.record``): its baseline once, then 2 workers, then the analysis; the same script without
+perfkit.record (recorded by the start-up hook); commands that record no steps compared as whole commands;
+and a command that never starts its TF server named at the connect timeout."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.integration._util import meta
+from tests.integration._util import launch_retrying, meta
 from tests.integration._util import perfkit as _perfkit
 
 pytestmark = pytest.mark.integration
@@ -21,20 +21,7 @@ TINY = ["--epochs", "2", "--samples", "6000", "--global-batch", "128"]  # 37 ste
 
 
 def _launch(results: Path, *args: str, script_args: tuple[str, ...] = ()) -> Path:
-    """One launch; a run that TensorFlow's profiler crashed (docs/tf-profiler-crash.md: about 1 in 20 at 2
-    workers) is tried again once, visibly: a second crash fails the test."""
-    for attempt in range(2):
-        proc = _perfkit("launch", *args, "--results-dir", str(results), "--quiet", "--",
-                        sys.executable, str(SCRIPT), *TINY, *script_args, timeout=400)
-        if proc.returncode == 0:
-            return Path(proc.stdout.strip().splitlines()[-1])
-        failed = [p for p in results.iterdir() if (p / "run.json").is_file() and meta(p)["status"] == "failed"]
-        crash = any(((meta(p).get("failure") or {}).get("profile") or {}).get("status") in
-                    ("starting", "capturing", "stopping") and (meta(p).get("failure") or {}).get("signal")
-                    for p in failed)
-        assert crash and attempt == 0, proc.stderr[-3000:]
-        print(f"TensorFlow's profiler crashed a worker; launching again: {proc.stderr[-500:]}")
-    raise AssertionError("unreachable")
+    return launch_retrying(results, args, [sys.executable, str(SCRIPT), *TINY, *script_args])
 
 
 def test_a_users_script_with_perfkit_record_on_two_workers_against_its_own_baseline(tmp_path: Path) -> None:
@@ -61,17 +48,38 @@ def test_a_users_script_with_perfkit_record_on_two_workers_against_its_own_basel
     assert row["speedup"] > 0 and row["split_source"] == "trace" and row["data"].startswith("command ")
 
 
-def test_the_same_script_without_perfkit_record_is_listed_not_dropped(tmp_path: Path) -> None:
+def test_the_same_script_without_perfkit_record_is_recorded_by_the_start_up_hook(tmp_path: Path) -> None:
     run = _launch(tmp_path, "--workers", "2", script_args=("--no-record",))
     m = meta(run)
-    assert m["status"] == "complete" and m["launch"]["recorded"] is False
-    assert {w["exit_code"] for w in m["workers"]} == {0}
-    cpu = pd.read_parquet(run / "cpu.parquet")
-    assert cpu.loc[cpu["worker"] >= 0].groupby("worker")["cpu_percent"].max().min() > 10, "both were sampled"
+    assert m["status"] == "complete" and m["launch"]["recorded"] is True
+    assert m["launch"]["steps"] == "Keras fit's batches" and m["config"]["batch_size"] == 128
+    for w in (0, 1):
+        steps = pd.read_parquet(run / "workers" / str(w) / "steps.parquet")
+        epochs = pd.read_parquet(run / "workers" / str(w) / "epochs.parquet")
+        assert len(steps) == 2 * 37 and (steps["samples"] == 64).all() and epochs["val_accuracy"].notna().all()
+
+
+BUSY = "import sys; sum(i * i for i in range(4 * 10**6)); print('done', file=sys.stderr)"
+
+
+def test_commands_that_record_no_steps_still_compare_as_whole_commands(tmp_path: Path) -> None:
+    """A command perfkit cannot see train (here: Python that never imports TensorFlow) keeps its CPU, memory,
+    exit status and wall time, and two such runs give the speedup of the whole command."""
+    single = launch_retrying(tmp_path, ("--mode", "single"), [sys.executable, "-c", BUSY])
+    multi = launch_retrying(tmp_path, ("--workers", "2", "--no-auto-record", "--sample-interval", "0.1"),
+                            [sys.executable, "-c", BUSY])
+    for run in (single, multi):
+        assert meta(run)["launch"]["recorded"] is False and meta(run)["status"] == "complete"
+    assert {w["exit_code"] for w in meta(multi)["workers"]} == {0}
     proc = _perfkit("analyze", "--results-dir", str(tmp_path), "--format", "json", "--no-html")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    excluded = {e["run_id"]: e["reason"] for e in json.loads(proc.stdout)["excluded"]}
-    assert "does not use perfkit.record" in excluded[run.name]
+    doc = json.loads(proc.stdout)
+    assert doc["excluded"] == [] and doc["baseline"]["run_id"] == single.name
+    row = next(r for r in doc["runs"] if r["run_id"] == multi.name)
+    assert row["steps_note"].startswith("the launched command recorded no steps")
+    assert row["command_wall_s"] > 0 and row["command_speedup"] > 0 and row["speedup"] is None
+    workers = [w for w in doc["workers"] if w["run_id"] == multi.name]
+    assert sorted(w["worker"] for w in workers) == [0, 1] and all(w["exit_code"] == 0 for w in workers)
 
 
 def test_a_command_that_never_starts_its_server_is_named_at_the_connect_timeout(tmp_path: Path) -> None:

@@ -160,3 +160,45 @@ def set_meta(path: Path, **fields: Any) -> None:
 def typed(fields: dict[str, Any]) -> RunMeta:
     """A run record with just ``fields`` (the rest defaulted), as the loader would give it."""
     return RunMeta.parse({"schema_version": 1, "run_id": "t", **fields}, "test/run.json")
+
+
+COMMAND = ("python3", "-c", "sum(i * i for i in range(3 * 10**7))")
+
+
+def stepless_run(root: Path, run_id: str, *, mode: str = "multi", workers: int = 2, wall_s: float = 5.0,
+                 cpu: float = 100.0, interval: float = 0.5, started: str = "2026-01-01T00:00:00.000Z",
+                 status: str = "complete", exit_code: int = 0, sampled: tuple[int, ...] | None = None,
+                 command: tuple[str, ...] = COMMAND) -> Path:
+    """A ``perfkit launch`` run whose command recorded no steps (``launch.recorded`` false), as the launcher
+    leaves it: run.json (started, and ended ``wall_s`` later), cpu.parquet (each worker of ``sampled``, all by
+    default, at ``cpu`` % every ``interval`` s while the command lives, 50 MiB per worker index; the launcher
+    at 2%), workers/<i>/worker.log, and no step or epoch table."""
+    path = root / run_id
+    for w in range(workers):
+        (path / "workers" / str(w)).mkdir(parents=True)
+        (path / "workers" / str(w) / "worker.log").write_text("")
+    t_s = np.arange(1, int(wall_s / interval) + 1) * interval
+    rows = [pd.DataFrame({"t_ns": WALL0 + np.round(t_s * S).astype("int64"), "worker": np.int32(w),
+                          "host": "localhost" if w >= 0 else "vm", "pid": 1000 + w,
+                          "role": "worker" if w >= 0 else "launcher", "cpu_percent": cpu if w >= 0 else 2.0,
+                          "rss_bytes": (w + 2) * 50 * 2**20, "num_threads": np.int32(1)})
+            for w in [-1, *(range(workers) if sampled is None else sampled)]]
+    write_parquet(path / "cpu.parquet", pd.concat(rows, ignore_index=True))
+    start = pd.Timestamp(started)
+    ended = (start + pd.Timedelta(seconds=wall_s)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    text = " ".join(command)
+    write_run_file(path, {
+        "schema_version": 1, "run_id": run_id, "status": status, "error": "boom" if status == "failed" else None,
+        "started": started, "ended": ended, "mode": mode, "preset": None,
+        "config": {"mode": mode, "workload": "command", "epochs": None, "batch_size": None,
+                   "sample_interval": interval},
+        "workload": {"spec": "command", "name": "command", "version": "", "params": {"command": text}},
+        "launch": {"command": list(command), "recorded": False},
+        "cluster": {"hosts": [{"name": "localhost", "cores": 2.0, "workers": workers}],
+                    "workers": [{"index": w, "host": "localhost"} for w in range(workers)],
+                    "num_workers": workers, "local_workers": list(range(workers))},
+        "sampler": {"interval_s": interval},
+        "workers": [{"index": w, "host": "localhost", "pid": 1000 + w, "role": "worker", "exit_code": exit_code}
+                    for w in range(workers)],
+    })
+    return path

@@ -60,6 +60,25 @@ def runs_table(a: Analysis) -> Table:
     return t
 
 
+def _stepless(a: Analysis) -> pd.DataFrame:
+    return a.runs[a.runs["steps_note"].map(lambda v: isinstance(v, str) and bool(v))]
+
+
+def command_table(a: Analysis) -> Table:
+    t = _table("runs: the whole command", ["run id", "mode", "workers", "wall s", "speedup", "CPU-s",
+                                           "peak RSS MiB"])
+    for r in a.runs.itertuples(index=False):
+        t.add_row(r.run_id, r.mode, str(r.workers), fmt(r.command_wall_s, ".3g"), fmt(r.command_speedup, ".2f", "x"),
+                  fmt(r.command_cpu_s, ",.1f"), fmt(r.rss_peak_max_bytes / MIB, ",.0f"))
+    notes = [("wall: the workers' start to the last one's exit (run.json's started to ended); CPU-s: its worker "
+              "processes, every sample")]
+    stepless = _stepless(a)
+    if not stepless.empty:
+        notes.append(f"no steps in {', '.join(stepless['run_id'])}: {stepless['steps_note'].iloc[0]}")
+    t.caption = "; ".join(notes)
+    return t
+
+
 def cost_table(a: Analysis) -> Table:
     t = _table("runs: cost and quality", ["run id", "CPU-s / 1k samples", "vs baseline", "peak RSS MiB",
                                           "val acc", "val AUC", "acc gap"])
@@ -72,11 +91,22 @@ def cost_table(a: Analysis) -> Table:
 
 def workers_table(a: Analysis, run_id: str) -> Table:
     t = _table(f"workers of {run_id}", ["worker", "host", "steps", "median step s", "p95 step s", "CPU mean",
-                                        "CPU p95", "CPU-s / step", "peak RSS MiB"])
+                                        "CPU p95", "CPU-s / step", "peak RSS MiB", "exit"])
     for r in a.workers[a.workers["run_id"] == run_id].itertuples(index=False):
-        t.add_row(str(r.worker), str(r.host), str(r.steps), fmt(r.step_median_s, ".3f"), fmt(r.step_p95_s, ".3f"),
-                  fmt(r.cpu_mean, ".0f", "%"), fmt(r.cpu_p95, ".0f", "%"), fmt(r.cpu_s_per_step, ".3f"),
-                  fmt(r.rss_peak_bytes / MIB, ",.0f"))
+        t.add_row(str(r.worker), str(r.host), fmt(r.steps, ".0f"), fmt(r.step_median_s, ".3f"),
+                  fmt(r.step_p95_s, ".3f"), fmt(r.cpu_mean, ".0f", "%"), fmt(r.cpu_p95, ".0f", "%"),
+                  fmt(r.cpu_s_per_step, ".3f"), fmt(r.rss_peak_bytes / MIB, ",.0f"), fmt(r.exit_code, ".0f"))
+    return t
+
+
+def command_workers_table(a: Analysis, run_id: str) -> Table:
+    """The workers of a run without steps: CPU and memory over the command's whole life, exit status."""
+    t = _table(f"workers of {run_id} (whole command, no steps)", ["worker", "host", "CPU mean", "CPU p95", "CPU-s",
+                                                                  "peak RSS MiB", "threads", "exit"])
+    for r in a.workers[a.workers["run_id"] == run_id].itertuples(index=False):
+        t.add_row(str(r.worker), str(r.host), fmt(r.cpu_mean, ".0f", "%"), fmt(r.cpu_p95, ".0f", "%"),
+                  fmt(r.cpu_s, ",.1f"), fmt(r.rss_peak_bytes / MIB, ",.0f"), fmt(r.threads_max, ".0f"),
+                  fmt(r.exit_code, ".0f"))
     return t
 
 
@@ -99,7 +129,7 @@ def split_table(a: Analysis, run_id: str, note: str) -> Table:
 
 
 def processes_table(a: Analysis) -> Table:
-    t = _table("CPU per process over the training window (100% = one core)",
+    t = _table("CPU per process over the training window (a run without steps: its whole life; 100% = one core)",
                ["run id", "process", "pid", "CPU mean", "CPU p95", "of host budget", "CPU-s", "peak RSS MiB"])
     # A parameter server or chief is named by its role and its task index (the index run.json uses).
     labels = [f"{r.role} ({r.host})" if r.worker < 0 else f"{r.role} {r.worker} ({r.host})"
@@ -178,10 +208,15 @@ def _verdict(a: Analysis, console: Console) -> None:
 
 def _tables(a: Analysis, console: Console) -> None:
     if not a.runs.empty:
-        console.print(runs_table(a))
-        console.print(cost_table(a))
+        if len(_stepless(a)) < len(a.runs):  # some run has steps
+            console.print(runs_table(a))
+            console.print(cost_table(a))
+        console.print(command_table(a))
+        stepless = set(_stepless(a)["run_id"])
         for r in a.runs.itertuples(index=False):
-            if not a.workers.empty and r.workers > 1:
+            if not a.workers.empty and r.run_id in stepless:
+                console.print(command_workers_table(a, r.run_id))
+            elif not a.workers.empty and r.workers > 1:
                 console.print(workers_table(a, r.run_id))
             if isinstance(r.split_source, str) and r.split_source:
                 console.print(split_table(a, r.run_id, r.split_note))

@@ -50,9 +50,14 @@ def page(a: Analysis) -> str:
             a.modes, list(_MODE_COLS), _MODE_COLS))
     sections.append("<h2>Runs</h2>" + _runs_html(a))
     if not a.processes.empty:
-        sections.append("<h2>CPU and memory per process (training window; 100% = one core)</h2>"
+        sections.append("<h2>CPU and memory per process (training window, or a run's whole life when it has no "
+                        "steps; 100% = one core)</h2>"
                         + _table_html(a.processes.assign(rss_peak_mib=a.processes["rss_peak_bytes"] / MIB),
                                       list(_PROC_COLS), _PROC_COLS))
+    stepless = a.runs[a.runs["steps_note"].map(lambda v: isinstance(v, str))] if not a.runs.empty else a.runs
+    if not stepless.empty:
+        sections.append("<h2>Runs without steps</h2>" + _table_html(stepless, ["run_id", "steps_note"],
+                                                                    {"run_id": "run id", "steps_note": "why"}))
     if not a.excluded.empty:
         sections.append("<h2>Left out</h2>" + _table_html(a.excluded, ["run_id", "reason", "path"]))
     if a.warnings:
@@ -111,7 +116,7 @@ def _list(values: Any) -> list[Any]:
 def speedup_figure(a: Analysis, names: dict[str, str]) -> Any:
     runs = a.runs[a.runs["speedup"].notna()] if not a.runs.empty else a.runs
     if runs.empty:
-        return _note(f"No speedup: no baseline ({a.baseline_note}).")
+        return command_speedup_figure(a, names)
     top = int(max(runs["workers"].max(), 2))
     labels = [names[r] for r in runs["run_id"]]
     data = [
@@ -129,10 +134,34 @@ def speedup_figure(a: Analysis, names: dict[str, str]) -> Any:
                    yaxis2={"title": {"text": "scaling efficiency"}, "tickformat": ".0%"})
 
 
+def command_speedup_figure(a: Analysis, names: dict[str, str]) -> Any:
+    """Runs without steps have one speed figure: the whole command's (baseline wall time / this one's)."""
+    runs = a.runs[a.runs["command_speedup"].notna()] if not a.runs.empty else a.runs
+    if runs.empty:
+        return _note(f"No speedup: no baseline ({a.baseline_note}).")
+    top = int(max(runs["workers"].max(), 2))
+    data = [
+        {"type": "scatter", "x": [1, top], "y": [1, top], "mode": "lines", "name": "ideal (speedup = workers)",
+         "line": {"dash": "dash", "color": "#888"}},
+        {"type": "scatter", "x": _list(runs["workers"]), "y": _list(runs["command_speedup"]), "mode": "markers+text",
+         "text": [names[r] for r in runs["run_id"]], "textposition": "top center",
+         "name": "command speedup (whole command)", "marker": {"size": 10}},
+    ]
+    return _figure(data, "no steps recorded: speedup of the whole command's wall time (workers' start to the last "
+                   "exit), ideal line dashed", xaxis={"title": {"text": "workers"}},
+                   yaxis={"title": {"text": "command speedup (x)"}})
+
+
+def _since(a: Analysis, run_id: str) -> str:
+    row = a.runs[a.runs["run_id"] == run_id]
+    stepless = not row.empty and isinstance(row["steps_note"].iloc[0], str)
+    return "seconds since the first CPU sample (no steps)" if stepless else "seconds since the first step"
+
+
 def cpu_figure(a: Analysis, run_id: str) -> Any:
     tl = a.cpu_timeline[a.cpu_timeline["run_id"] == run_id] if not a.cpu_timeline.empty else a.cpu_timeline
     if tl.empty:
-        return _note("No CPU samples in the training window.")
+        return _note("No CPU samples in the training window (or, for a run without steps, at all).")
     data = [{"type": "scattergl", "x": _list(df["t_s"]), "y": _list(df["cpu_percent"]), "mode": "lines",
              "name": str(process)} for process, df in tl.groupby("process", sort=False)]
     ep = a.epochs[a.epochs["run_id"] == run_id] if not a.epochs.empty else a.epochs
@@ -141,7 +170,7 @@ def cpu_figure(a: Analysis, run_id: str) -> Any:
                "line": {"dash": "dot", "color": "#888", "width": 1}} for _, x in ends]
     marks = [{"x": x, "y": 1, "xref": "x", "yref": "paper", "text": f"end of epoch {e}", "showarrow": False,
               "yanchor": "bottom", "font": {"size": 10}} for e, x in ends]
-    return _figure(data, shapes=shapes, annotations=marks, xaxis={"title": {"text": "seconds since the first step"}},
+    return _figure(data, shapes=shapes, annotations=marks, xaxis={"title": {"text": _since(a, run_id)}},
                    yaxis={"title": {"text": "CPU % (100 = one core)"}})
 
 
@@ -150,12 +179,13 @@ def _worker_label(names: dict[str, str], run_id: str, worker: Any) -> str:
 
 
 def step_figure(a: Analysis, names: dict[str, str]) -> Any:
-    if a.workers.empty:
+    stepped = a.workers[a.workers["steps"].notna()] if "steps" in a.workers.columns else a.workers.iloc[0:0]
+    if stepped.empty:
         return _note("No steps recorded.")
     data = [{"type": "box", "name": names[run_id], "x": [_worker_label(names, run_id, i) for i in w["worker"]],
              "q1": _list(w["step_q1_s"]), "median": _list(w["step_median_s"]), "q3": _list(w["step_q3_s"]),
              "lowerfence": _list(w["step_lo_s"]), "upperfence": _list(w["step_hi_s"]), "mean": _list(w["step_mean_s"])}
-            for run_id, w in a.workers.groupby("run_id", sort=False)]
+            for run_id, w in stepped.groupby("run_id", sort=False)]
     return _figure(data, "every step recorded; boxes: quartiles, whiskers: 1.5 IQR, dashed: mean",
                    yaxis={"title": {"text": "step time (s)"}})
 
@@ -225,7 +255,8 @@ def _verdict_html(a: Analysis) -> str:
 
 _RUN_COLS = {"run_id": "run id", "mode": "mode", "workers": "workers", "steady_epoch_s": "steady epoch s",
              "steady_samples_per_s": "samples/s", "speedup": "speedup", "efficiency": "efficiency",
-             "fit_s": "fit s", "cpu_s_per_1k_samples": "CPU-s / 1k samples", "val_accuracy": "val acc",
+             "fit_s": "fit s", "command_wall_s": "command s", "command_speedup": "command speedup",
+             "cpu_s_per_1k_samples": "CPU-s / 1k samples", "val_accuracy": "val acc",
              "val_auc": "val AUC", "split_source": "split"}
 _MODE_COLS = {"mode": "mode", "strategy": "strategy", "run_id": "run id", "workers": "workers", "ps": "ps",
               "steady_epoch_s": "steady epoch s", "speedup": "speedup", "efficiency": "efficiency",
@@ -236,7 +267,7 @@ _PROC_COLS = {"run_id": "run id", "worker": "worker", "role": "role", "host": "h
               "cpu_s": "CPU-s", "rss_peak_mib": "peak RSS MiB"}
 _SPECS = {"cpu_mean": ".0f", "cpu_p95": ".0f", "budget_share_mean": ".0%", "cpu_s": ",.1f", "rss_peak_mib": ",.0f",
           "steady_epoch_s": ".1f", "steady_samples_per_s": ",.0f", "speedup": ".2f", "efficiency": ".0%",
-          "fit_s": ".1f", "cpu_s_per_1k_samples": ".3g", "val_accuracy": ".4f", "val_auc": ".4f",
+          "fit_s": ".1f", "command_wall_s": ".3g", "command_speedup": ".2f", "cpu_s_per_1k_samples": ".3g", "val_accuracy": ".4f", "val_auc": ".4f",
           "val_accuracy_gap": "+.4f", "epoch_ratio_vs_multi": ".2f", "val_accuracy_vs_multi": "+.4f"}
 
 

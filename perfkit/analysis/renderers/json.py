@@ -52,10 +52,16 @@ KEYS: dict[str, dict[str, str]] = {
         "over the epochs after the first", "samples": "training samples (all workers, all epochs)",
         "cpu_s": "CPU-seconds of every worker process over the training window (launcher left out)",
         "cpu_s_per_1k_samples": "cpu_s per 1,000 training samples", "rss_peak_max_bytes": "largest peak RSS "
-        "of any worker (memory per replica)", "val_loss": "validation loss after the last epoch",
+        "of any worker (memory per replica; a run without steps: over the command's whole life)",
+        "command_wall_s": "command wall time: run.json's started to ended (the workers' start to the last one's "
+        "exit, with the launcher's own share; parts: the earliest start to the latest end), every run",
+        "command_cpu_s": "CPU-seconds of every worker process over every sample of the run (launcher left out)",
+        "steps_note": "null when the run recorded steps; else why every figure built on steps is null (\"the "
+        "launched command recorded no steps: ...\")", "val_loss": "validation loss after the last epoch",
         "val_accuracy": "validation accuracy after the last epoch", "val_auc": "validation AUC after the last epoch",
         "split_source": '"trace", "estimate" (from CPU-seconds per step) or null (no split: one worker, no trace)',
-        "split_note": "how the compute/transfer/wait split was obtained, and for an estimate why no trace was used",
+        "split_note": "how the compute/transfer/wait split was obtained, and for an estimate why no trace was used "
+        "(a run without steps: steps_note)",
         "steps_compared": "steps recorded by every worker that the split compares", "straggler_cost": "total wait / total worker step time",
         "flagged_workers": "space-separated worker indices with speed score < 0.75",
         "slowest_worker": "the worker that was the straggler in most steps", "slowest_host": "its host",
@@ -89,7 +95,9 @@ KEYS: dict[str, dict[str, str]] = {
         "links": "the emulated hosts' shaped links as applied (host rate/delay/loss, ', '-separated); null: "
         "none shaped", "speedup": "baseline steady_epoch_s / "
         "steady_epoch_s", "speedup_fit": "baseline fit_s / fit_s", "efficiency": "speedup / workers",
-        "efficiency_fit": "speedup_fit / workers", "cpu_cost_vs_baseline": "cpu_s_per_1k_samples / the baseline's",
+        "efficiency_fit": "speedup_fit / workers",
+        "command_speedup": "baseline command_wall_s / command_wall_s: the whole command, for any pair (with "
+        "steps or without)", "cpu_cost_vs_baseline": "cpu_s_per_1k_samples / the baseline's",
         "val_accuracy_gap": "val_accuracy - the baseline's", "val_auc_gap": "val_auc - the baseline's",
         "val_loss_gap": "val_loss - the baseline's", "equal_speedup": "baseline steady_epoch_s / equal_epoch_s",
     },
@@ -107,10 +115,13 @@ KEYS: dict[str, dict[str, str]] = {
         "step_q1_s": "step time, first quartile", "step_median_s": "median step time",
         "step_q3_s": "step time, third quartile", "step_p95_s": "step time, 95th percentile",
         "step_lo_s": "lowest step time within 1.5 IQR of q1", "step_hi_s": "highest step time within 1.5 IQR of q3",
-        "cpu_mean": "CPU% of the worker's processes (summed per sample), mean over the training window",
+        "cpu_mean": "CPU% of the worker's processes (summed per sample), mean over the training window (a run "
+        "without steps: over the command's whole life, as every CPU figure of such a run)",
         "cpu_p95": "the same, 95th percentile", "rss_peak_bytes": "peak RSS (memory per replica)",
         "threads_max": "most threads", "cpu_s": "CPU-seconds over the training window",
-        "cpu_s_per_step": "cpu_s / steps", "split_source": '"trace" or "estimate"',
+        "cpu_s_per_step": "cpu_s / steps",
+        "exit_code": "its process's exit status as run.json records it (null: not recorded, e.g. single mode's "
+        "in-process trainer)", "split_source": '"trace" or "estimate"',
         "steps_compared": "steps in the split", "compute_s": f"compute (busy) time {_STEP}",
         "transfer_s": f"transfer time (min exposed collective over workers) {_STEP}",
         "wait_s": f"waiting for peers in collectives (exposed collective - transfer) {_STEP}",
@@ -127,7 +138,8 @@ KEYS: dict[str, dict[str, str]] = {
     },
     "processes": {
         "run_id": "run id", "worker": "worker index (-1: launcher)", "host": "host", "pid": "process id",
-        "role": "trainer, worker, launcher, ...", "samples": "CPU samples in the training window",
+        "role": "trainer, worker, launcher, ...", "samples": "CPU samples in the training window (a run "
+        "without steps: every sample)",
         "cpu_mean": "CPU% mean (100 = one core)", "cpu_p95": "CPU% 95th percentile",
         "budget_share_mean": "cpu_mean / (its host's budget_cores * 100); null for a host without a budget",
         "cpu_s": "CPU-seconds",

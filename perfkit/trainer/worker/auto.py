@@ -23,20 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from perfkit.trainer.worker import imports
+from perfkit.trainer.worker.env import AUTO_VAR, INDEX_VAR, RUN_DIR_VAR, STEP_FUNCTION_VAR
 from perfkit.trainer.worker.session import STATE, Session, global_batch_of
 
 log = logging.getLogger(__name__)
-
-AUTO_VAR = "PERFKIT_AUTO_RECORD"  # "1": set by perfkit launch, unless --no-auto-record
-STEP_FUNCTION_VAR = "PERFKIT_STEP_FUNCTION"  # --step-function NAME
 
 
 def install_from_env() -> None:
     """The start-up hook's entry: record this interpreter if perfkit launch asked for it."""
     if os.environ.get(AUTO_VAR) != "1":
         return
-    from perfkit.trainer.worker.part import INDEX_VAR, RUN_DIR_VAR
-
     run_dir, index = os.environ.get(RUN_DIR_VAR), os.environ.get(INDEX_VAR)
     if not run_dir or not (index or "").isdigit():
         return

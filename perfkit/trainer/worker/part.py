@@ -17,11 +17,11 @@ from typing import Any
 
 from perfkit.profiler.steps import StepLog
 from perfkit.results import write_json, write_parquet
+from perfkit.trainer.worker.env import INDEX_VAR, RUN_DIR_VAR
 
 log = logging.getLogger("perfkit.worker")
 
-RUN_DIR_VAR = "PERFKIT_RUN_DIR"
-INDEX_VAR = "PERFKIT_WORKER_INDEX"
+__all__ = ["INDEX_VAR", "RUN_DIR_VAR"]  # defined in env.py, which the start-up hook can import cheaply
 
 
 class Status:

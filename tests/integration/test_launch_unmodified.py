@@ -1,0 +1,117 @@
+"""`perfkit launch` of the two unmodified examples (no perfkit import): a Keras ``fit`` and a custom training
+loop, each bare, as the single-mode baseline and on 2 workers, then analysed. The runs are made once per
+example (module fixture) and read by every test."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.integration._util import launch_retrying, meta, perfkit
+
+pytestmark = pytest.mark.integration
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ARGS = ("--epochs", "3", "--steps-per-epoch", "12", "--per-worker-batch", "32")
+STEPS = 3 * 12  # what the scripts train, by their own count
+
+
+@dataclass(frozen=True)
+class Runs:
+    bare: subprocess.CompletedProcess[str]
+    single: Path
+    multi: Path
+    analysis: dict
+
+
+def _script_lines(text: str) -> list[str]:
+    """The script's own lines (its epochs and step count), numbers blanked: the same with and without perfkit."""
+    lines = [ln for ln in text.splitlines() if re.match(r"^(epoch \d+/\d+:|trained \d+ steps)", ln)]
+    return [re.sub(r"\d+\.\d+", "#", ln) for ln in lines]
+
+
+@pytest.fixture(scope="module", params=["keras_fit", "custom_loop"])
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    script = EXAMPLES / request.param / "train.py"
+    results = tmp_path_factory.mktemp(request.param)
+    bare = subprocess.run([sys.executable, str(script), *ARGS], capture_output=True, text=True, timeout=300)
+    assert bare.returncode == 0, bare.stderr[-3000:]
+    single = launch_retrying(results, ("--mode", "single"), [sys.executable, str(script), *ARGS])
+    multi = launch_retrying(results, ("--workers", "2", "--sample-interval", "0.25"),
+                            [sys.executable, str(script), *ARGS])
+    proc = perfkit("analyze", "--results-dir", str(results), "--format", "json", "--no-html")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return Runs(bare, single, multi, json.loads(proc.stdout))
+
+
+def test_every_step_the_script_ran_is_recorded_on_every_worker(runs: Runs) -> None:
+    assert f"trained {STEPS} steps" in runs.bare.stdout
+    for run, workers in ((runs.single, 1), (runs.multi, 2)):
+        m = meta(run)
+        assert m["status"] == "complete" and m["launch"]["recorded"] is True, m.get("error")
+        assert m["config"]["epochs"] == 3 and m["config"]["batch_size"] == 32 * workers
+        for w in range(workers):
+            steps = pd.read_parquet(run / "workers" / str(w) / "steps.parquet")
+            epochs = pd.read_parquet(run / "workers" / str(w) / "epochs.parquet")
+            assert len(steps) == STEPS and (steps["samples"] == 32).all() and len(epochs) == 3
+            log = (run / "workers" / str(w) / "worker.log").read_text()
+            assert f"trained {STEPS} steps" in log
+
+
+def test_the_script_prints_and_exits_as_it_does_without_perfkit(runs: Runs) -> None:
+    expected = _script_lines(runs.bare.stdout)
+    assert len(expected) == 4, runs.bare.stdout
+    for run, workers in ((runs.single, 1), (runs.multi, 2)):
+        assert {w["exit_code"] for w in meta(run)["workers"]} == {0}
+        for w in range(workers):
+            assert _script_lines((run / "workers" / str(w) / "worker.log").read_text()) == expected
+
+
+def test_both_workers_are_traced_and_the_run_is_analysed_against_its_baseline(runs: Runs) -> None:
+    m = meta(runs.multi)
+    assert {w["profile"]["status"] for w in m["workers"]} == {"captured"}
+    doc = runs.analysis
+    assert doc["baseline"]["run_id"] == runs.single.name
+    row = next(r for r in doc["runs"] if r["run_id"] == runs.multi.name)
+    assert row["speedup"] > 0 and row["split_source"] == "trace"
+    workers = [w for w in doc["workers"] if w["run_id"] == runs.multi.name]
+    assert len(workers) == 2 and all(w["compute_s"] > 0 for w in workers)
+
+
+def test_what_the_steps_are_is_named(runs: Runs) -> None:
+    steps = meta(runs.multi)["launch"]["steps"]
+    if runs.single.parent.name.startswith("keras_fit"):
+        assert steps == "Keras fit's batches"
+    else:
+        assert steps == "calls of tf.function train_step (it runs Strategy.run)"
+        plan = meta(runs.multi)["workers"][0]["plan"]
+        assert plan["step_function"]["top_level_calls"]["train_step"] == STEPS
+
+
+RECORD_NO_ARGS = '''
+import numpy as np, tensorflow as tf, perfkit
+x = np.random.default_rng(0).normal(size=(480, 8)).astype("float32")
+ds = tf.data.Dataset.from_tensor_slices((x, (x[:, 0] > 0).astype("float32"))).batch(48).repeat()
+model = tf.keras.Sequential([tf.keras.layers.Dense(4, activation="relu"), tf.keras.layers.Dense(1)])
+model.compile("sgd", "mse")
+with perfkit.record() as rec:
+    model.fit(ds, epochs=2, steps_per_epoch=10, verbose=0, callbacks=rec.callbacks)
+print("trained", int(model.optimizer.iterations.numpy()), "steps")
+'''
+
+
+def test_perfkit_record_without_arguments_under_the_hook_is_recorded_once(tmp_path: Path) -> None:
+    script = tmp_path / "fit_with_record.py"
+    script.write_text(RECORD_NO_ARGS)
+    run = launch_retrying(tmp_path / "results", ("--mode", "single"), [sys.executable, str(script)])
+    m = meta(run)
+    assert m["config"]["batch_size"] == 48, "the global batch is read from the dataset fit was given"
+    steps = pd.read_parquet(run / "workers" / "0" / "steps.parquet")
+    assert len(steps) == 20 and (steps["samples"] == 48).all(), "one record of 20 steps, not two"
+    assert "trained 20 steps" in (run / "workers" / "0" / "worker.log").read_text()
