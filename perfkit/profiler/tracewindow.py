@@ -276,23 +276,34 @@ def tf_capture(window: Window, target: CaptureTarget, on_change: Callable[[dict[
     return TraceCapture(window, target, _tf_start, _tf_stop, on_change, retries, steps_per_epoch, epochs)
 
 
-def keras_callback(capture: TraceCapture, steps_per_epoch: int, base: type | None = None) -> Any:
-    """A tf-keras Callback telling ``capture`` the global step number (1-based) around each step; it must
-    come after the step recorder in the callback list, so profiler start/stop fall between recorded steps."""
+def keras_callback(capture: TraceCapture, steps_per_epoch: int, base: type | None = None,
+                   markers: bool = False) -> Any:
+    """A Keras Callback telling ``capture`` the global step number (1-based) around each step; it must come
+    after the step recorder in the callback list, so profiler start/stop fall between recorded steps.
+    ``markers``: wrap each traced step in the ``train`` marker tf-keras emits itself and Keras 3 does not."""
     from perfkit._tf import keras
 
     class _TraceWindow(base or keras().callbacks.Callback):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self._epoch = 0
+            self._marker: Any = None
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self._epoch = epoch
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             capture.step_begin(self._epoch * steps_per_epoch + batch + 1)
+            if markers and capture.active:
+                from perfkit._tf import tf
+
+                self._marker = tf().profiler.experimental.Trace("train", epoch_num=self._epoch, step_num=batch, _r=1)
+                self._marker.__enter__()
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if self._marker is not None:
+                self._marker.__exit__(None, None, None)
+                self._marker = None
             capture.step_end(self._epoch * steps_per_epoch + batch + 1, last_of_epoch=batch + 1 == steps_per_epoch)
 
         def on_test_begin(self, logs: Any = None) -> None:

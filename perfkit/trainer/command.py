@@ -1,9 +1,10 @@
 """``perfkit launch``: a user's own command started once per worker, under the launcher ``perfkit run``
 uses (placement, CPU budgets, sampler, connect/stall/death detection, Ctrl-C, restarts), into one run.
 
-A command that uses ``perfkit.record`` records its steps, epochs and trace window into its worker's part;
-one that does not still gets each process's CPU, memory and exit status, and the analysis lists the run as
-one without step records.
+A Python command's Keras ``fit`` or custom training loop is recorded into its worker's part (steps, epochs,
+the trace window) through perfkit's start-up hook (``worker/startup``, ``worker/auto``) or its own
+``perfkit.record``; any command gets each process's CPU, memory and exit status, and a run without steps is
+compared as a whole command.
 
 The launcher, its placement, CPU budgets, sampler, death and stall detection are the ones ``perfkit run``
 uses; only what is started differs. Each worker's command gets what a cluster scheduler would give it:
@@ -128,8 +129,12 @@ def run_launch(lopts: LaunchOptions, opts: MultiOptions, results_dir: str | Path
                     "command": list(lopts.command.argv)}
 
         try:
-            supervise_run(run, env, opts, observer, Supervision(payload, lopts.sample_interval, lopts.profile_steps,
-                                                                spawn=lopts.command))
+            # A worker killed inside TF's profiler (docs/tf-profiler-crash.md) costs the cluster a restart of the
+            # command, as in perfkit's own runs, when perfkit placed the trace window (the start-up hook).
+            recover = lopts.command.auto_record and lopts.profile_steps != "off" and opts.part is None
+            supervise_run(run, env, opts, observer, Supervision(
+                payload, lopts.sample_interval, lopts.profile_steps, recover_profiler=recover,
+                profile_retries=lopts.profile_retries, spawn=lopts.command))
         finally:
             _record_plan(run, config)
         return run.path

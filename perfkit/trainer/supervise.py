@@ -69,8 +69,10 @@ def _retry_spec(launcher: Launcher, failure: Failure, retries: int) -> tuple[str
     window = (failure.details.get("profile") or {}).get("window") or {}
     statuses = [w.status for w in launcher.workers]
     spe, epochs = statuses[0].get("steps_per_epoch"), statuses[0].get("epochs")
-    if retries <= 0 or not window or not spe or not epochs:
+    if retries <= 0 or not window:
         return "off", 0
+    if not spe or not epochs:  # a custom loop's length is unknown ahead: its command starts over, same window
+        return f"{window['first']}-{window['last']}", retries - 1
     done = min(int(st.get("epochs_done", 0)) for st in statuses) * int(spe)
     later = later_window(Window(int(window["first"]), int(window["last"])), done, int(spe), int(epochs))
     return (f"{later.first}-{later.last}", retries - 1) if later else ("off", 0)

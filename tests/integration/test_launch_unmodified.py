@@ -115,3 +115,25 @@ def test_perfkit_record_without_arguments_under_the_hook_is_recorded_once(tmp_pa
     steps = pd.read_parquet(run / "workers" / "0" / "steps.parquet")
     assert len(steps) == 20 and (steps["samples"] == 48).all(), "one record of 20 steps, not two"
     assert "trained 20 steps" in (run / "workers" / "0" / "worker.log").read_text()
+
+
+def test_a_launched_script_killed_inside_the_profiler_is_started_again_and_traced(tmp_path: Path) -> None:
+    """TF 2.21's profiler crash (docs/tf-profiler-crash.md), injected once where it strikes: the unmodified
+    script is started again, the window traced again, and the run holds the last attempt's every step."""
+    import os
+
+    from perfkit.profiler.tracewindow import CRASH_IN_STOP_ENV
+
+    env = {**os.environ, CRASH_IN_STOP_ENV: str(tmp_path / "crashed-once")}
+    results = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "perfkit", "launch", "--mode", "single", "--results-dir",
+                           str(results), "--quiet", "--", sys.executable, str(EXAMPLES / "custom_loop" / "train.py"),
+                           *ARGS], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "crashed-once").exists(), "the injected crash never ran"
+    run = Path(proc.stdout.strip().splitlines()[-1])
+    m = meta(run)
+    assert m["status"] == "complete" and [r["profiler_crash"] for r in m["restarts"]] == [True], m["restarts"]
+    assert m["profile"]["workers"]["0"]["status"] == "captured"
+    steps = pd.read_parquet(run / "workers" / "0" / "steps.parquet")
+    assert len(steps[steps["attempt"] == 1]) == STEPS

@@ -177,16 +177,19 @@ def test_the_example_batch_script_runs_baseline_multi_and_analysis_as_one_job(ba
     assert runs == {"single", "multi"}
 
 
-def test_srun_launches_a_users_script_once_per_task_with_its_own_tf_config(tmp_path: Path,
-                                                                           slurm: dict[str, str]) -> None:
-    script = ROOT / "examples" / "own_script" / "train.py"
+def test_srun_launches_an_unmodified_script_once_per_task_with_its_own_tf_config(tmp_path: Path,
+                                                                                slurm: dict[str, str]) -> None:
+    """The custom-loop example (no perfkit import) under srun: each task's part records its steps through
+    the start-up hook, and the parts analyse as one run."""
+    script = ROOT / "examples" / "custom_loop" / "train.py"
     proc = subprocess.run(["srun", "--ntasks=2", "--time=10", sys.executable, "-m", "perfkit", "launch",
                            "--cluster-from", "slurm", "--no-profile", "--quiet", "--results-dir", str(tmp_path), "--",
-                           sys.executable, str(script), "--epochs", "2", "--samples", "6000", "--global-batch", "128"],
+                           sys.executable, str(script), "--epochs", "2", "--steps-per-epoch", "10"],
                           capture_output=True, text=True, timeout=600, env=_env(slurm))
     assert proc.returncode == 0, proc.stderr[-3000:]
     parts = sorted(p for p in tmp_path.iterdir() if "--w" in p.name)
     assert len(parts) == 2 and all(meta(p)["launch"]["recorded"] for p in parts)
+    assert meta(parts[0])["launch"]["steps"] == "calls of tf.function train_step (it runs Strategy.run)"
     analysed = _perfkit("analyze", str(tmp_path), "--format", "json", "--no-html")
     assert analysed.returncode == 0, analysed.stderr[-2000:]
     run = json.loads(analysed.stdout)["runs"][0]

@@ -79,6 +79,8 @@ class WorkerPart:
                  callback_base: type | None = None) -> None:
         self.ctx, self.steplog, self.global_batch = ctx, steplog, global_batch
         self.base = callback_base
+        # Keras 3 puts no "train" marker around its steps (tf-keras does): the trace window adds it.
+        self.keras3 = callback_base is not None and not callback_base.__module__.startswith("tf_keras")
         self.ended = False
         self.run_dir: Path = ctx.run_dir
         wdir = self.run_dir / "workers" / str(ctx.index)
@@ -160,7 +162,8 @@ def _window_callback(part: WorkerPart) -> Any:
             params = self.params or {}
             part.started(int(params.get("epochs") or 0), params.get("steps"))
             if part.capture is not None:
-                self.inner = tracewindow.keras_callback(part.capture, int(params["steps"]), part.base)
+                self.inner = tracewindow.keras_callback(part.capture, int(params["steps"]), part.base,
+                                                        markers=part.keras3)
 
         def _pass(self, hook: str, *args: Any) -> None:
             if self.inner is not None:

@@ -76,9 +76,12 @@ _FINDER = _Finder()
 def when_imported(name: str, hook: Hook) -> None:
     """Call ``hook(module)`` once ``name`` has been imported: now, if it already is."""
     module = sys.modules.get(name)
-    if module is not None:
+    loading = getattr(getattr(module, "__spec__", None), "_initializing", False)
+    if module is not None and not (loading and name in _FINDER.hooks):
         run_hooks(module, [hook])
         return
+    # Not imported yet, or still being imported by a loader of ours (``keras`` imports ``tensorflow``, whose
+    # hook asks for ``keras``): that loader runs the list it holds once the module's body is done.
     _FINDER.hooks.setdefault(name, []).append(hook)
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
