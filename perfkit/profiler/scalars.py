@@ -58,6 +58,18 @@ class EpochScalars:
         self._meter = CpuMeter()
         self._t0 = time.monotonic()
 
+    def open(self) -> None:
+        """Create the event file now (a few hundred ms the first time in a process), before the epochs are timed."""
+        if self._writer is not None or self._broken:
+            return
+        from perfkit._tf import tf
+
+        try:
+            self._writer = tf().summary.create_file_writer(str(self.logdir))
+        except Exception as exc:  # noqa: BLE001 - scalars are a courtesy, training goes on
+            self._broken = True
+            log.warning("could not write TensorBoard scalars to %s: %s", self.logdir, exc)
+
     def begin(self) -> None:
         self._meter.lap()
         self._t0 = time.monotonic()
@@ -93,9 +105,14 @@ def keras_callback(logdir: Path, base: type | None = None) -> Any:
     from perfkit._tf import keras
 
     class _EpochScalars(base or keras().callbacks.Callback):  # type: ignore[misc]
+        _supports_tf_logs = True  # epoch_values reads tensors as numbers
+
         def __init__(self) -> None:
             super().__init__()
             self.scalars = EpochScalars(logdir)
+
+        def on_train_begin(self, logs: Any = None) -> None:
+            self.scalars.open()
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self.scalars.begin()

@@ -148,6 +148,9 @@ def keras_callback(log: StepLog, on_step: Callable[[int, int, Mapping[str, Any]]
     from perfkit._tf import keras
 
     class _EpochRecorder(base or keras().callbacks.Callback):  # type: ignore[misc]
+        # Logs as tensors: tf-keras would otherwise turn every step's logs into numbers, a wait per step.
+        _supports_tf_logs = True
+
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             log.epoch_begin(epoch)
 

@@ -284,6 +284,8 @@ def keras_callback(capture: TraceCapture, steps_per_epoch: int, base: type | Non
     from perfkit._tf import keras
 
     class _TraceWindow(base or keras().callbacks.Callback):  # type: ignore[misc]
+        _supports_tf_logs = True  # it reads no logs
+
         def __init__(self) -> None:
             super().__init__()
             self._epoch = 0

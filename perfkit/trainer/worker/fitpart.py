@@ -156,6 +156,8 @@ def _window_callback(part: WorkerPart) -> Any:
     from perfkit._tf import keras
 
     class _Window(part.base or keras().callbacks.Callback):  # type: ignore[misc]
+        _supports_tf_logs = True  # it reads no logs
+
         inner: Any = None
 
         def on_train_begin(self, logs: Any = None) -> None:

@@ -41,6 +41,7 @@ class LoopPart:
             first, last = (int(x) for x in spec.split("-"))
             self._place(tracewindow.Window(first, last), 0)
         self.status.write(state="training", plan=self.plan)
+        self.scalars.open()
         if not global_batch:
             self.status.write(warning="samples per step unknown: the loop's dataset batch could not be read")
 
