@@ -20,4 +20,5 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "whatif": ("perfkit.bench.whatif", "unequal emulated clusters: the equal-workers prediction against running it"),
     "ps-clock": ("perfkit.bench.ps_clock", "--mode ps: epoch time with and without the per-worker step clock"),
     "network": ("perfkit.bench.network", "2 emulated hosts, links from unshaped to 20 Mbit/s: the transfer term per step"),
+    "autorecord": ("perfkit.bench.autorecord", "perfkit launch of unmodified tutorial scripts vs running them bare"),
 }

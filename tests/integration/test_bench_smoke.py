@@ -31,6 +31,18 @@ def test_overhead_smoke(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(480)
+def test_autorecord_smoke(tmp_path: Path) -> None:
+    r = smoke("autorecord", tmp_path)["results"]
+    for example in ("keras_fit", "custom_loop"):
+        for arm in ("bare", "launched", "launcher_only"):
+            positive(r[example][arm]["steady_step_s"])
+        assert r[example]["launched"]["recorded_steps"] == [2 * 5], "the hook recorded every step"
+        assert r[example]["launcher_only"]["recorded_steps"] == [0], "--no-auto-record recorded none"
+        assert 0.3 < positive(r[example]["ratio"]) < 5
+    assert r["meets_target"] in (True, False)
+
+
+@pytest.mark.timeout(480)
 def test_trainer_smoke(tmp_path: Path) -> None:
     r = smoke("trainer", tmp_path)["results"]
     for arm in ("article", "perfkit"):

@@ -73,7 +73,7 @@ def test_ratio_is_paired_by_round_and_counts_failures() -> None:
     assert s["ratio"]["values"][:2] == [pytest.approx(1.01), pytest.approx(1.01)]
     assert s["ratio"]["values"][2] is None and s["ratio"]["failed"] == 1 and s["ratio"]["n"] == 2
     assert s["ratio"]["median"] == pytest.approx(1.01) and s["meets_target"] is True
-    assert s["command_ratio"]["median"] == pytest.approx(1.2)
+    assert s["command_ratio"]["median"] == pytest.approx(1.2) and s["command_ratio"]["failed"] == 1
     assert s["launched"]["errors"] == ["l3: exit 1: boom"]
     slow = [ScriptRun(f"l{i}", steady_step_s=0.011) for i in range(3)]
     assert example_summary(bare[:1] * 3, slow)["meets_target"] is False  # 1.1 > 1.02
@@ -84,7 +84,7 @@ def test_recorded_steps_in_words() -> None:
     assert recorded_text([150, 150], 150) == "150 of 150"
     assert recorded_text([140, 150], 150) == "140–150 of 150"
     assert recorded_text([0, 0], 150) == "none"
-    assert recorded_text([None], 150) == "unreadable"
+    assert recorded_text([None], 150) == "unknown"
 
 
 def test_missing_examples_are_a_usage_error_naming_the_path(tmp_path: Path) -> None:
