@@ -74,7 +74,8 @@ def epoch_table(record: RunRecord) -> pd.DataFrame:
         "val_s": ep0["val_s"].to_numpy(),
         "samples": ep0["epoch"].map(samples).fillna(0).astype("int64").to_numpy(),
     })
-    out["samples_per_s"] = out["samples"] / out["train_s"].where(out["train_s"] > 0)
+    # No samples recorded: a custom loop whose batch could not be read; its rate is unknown, not zero.
+    out["samples_per_s"] = out["samples"].where(out["samples"] > 0) / out["train_s"].where(out["train_s"] > 0)
     for metric in EPOCH_METRICS:
         out[metric] = ep0[metric].to_numpy() if metric in ep0 else math.nan
     return out

@@ -6,6 +6,7 @@ import importlib
 import sys
 
 from perfkit.bench import BENCHMARKS
+from perfkit.errors import PerfkitError
 
 
 def usage() -> str:
@@ -28,7 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] not in BENCHMARKS:
         print(f"bench: unknown benchmark {argv[0]!r}; choose one of {', '.join(BENCHMARKS)}", file=sys.stderr)
         return 2
-    return run(argv[0], argv[1:])
+    try:
+        return run(argv[0], argv[1:])
+    except PerfkitError as exc:  # a usage error says what to fix in one line, as under `perfkit bench`
+        print(f"bench {argv[0]}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -137,3 +137,49 @@ def test_a_launched_script_killed_inside_the_profiler_is_started_again_and_trace
     assert m["profile"]["workers"]["0"]["status"] == "captured"
     steps = pd.read_parquet(run / "workers" / "0" / "steps.parquet")
     assert len(steps[steps["attempt"] == 1]) == STEPS
+
+
+NO_STRATEGY_EXIT_3 = '''
+import sys, tensorflow as tf
+w = tf.Variable(tf.zeros([8, 1]))
+ds = tf.data.Dataset.from_tensor_slices((tf.ones([64, 8]), tf.ones([64, 1]))).batch(16).repeat()
+
+@tf.function
+def setup():
+    w.assign(tf.zeros([8, 1]))
+
+@tf.function
+def step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((tf.matmul(x, w) - y) ** 2)
+    w.assign_sub(0.1 * tape.gradient(loss, w))
+    return loss
+
+setup()
+for epoch in range(2):
+    for x, y in ds.take(7):
+        step(x, y)
+    print("epoch", epoch + 1, "done")
+sys.exit(3)
+'''
+
+
+def test_a_loop_without_a_strategy_is_recorded_and_its_exit_status_kept(tmp_path: Path) -> None:
+    """No strategy: the step is the first tf.function called repeatedly (not the set-up one); a new pass
+    over the dataset ends an epoch; the script's exit status 3 is the run's failure, its steps kept."""
+    script = tmp_path / "loop.py"
+    script.write_text(NO_STRATEGY_EXIT_3)
+    bare = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 3, bare.stderr[-2000:]
+    proc = perfkit("launch", "--mode", "single", "--no-profile", "--results-dir", str(tmp_path / "r"), "--",
+                   sys.executable, str(script), timeout=300)
+    assert proc.returncode == 1 and "exited with code 3" in proc.stderr, proc.stderr[-2000:]
+    run = next((tmp_path / "r").iterdir())
+    m = meta(run)
+    assert m["status"] == "failed" and m["workers"][0]["exit_code"] == 3
+    assert m["workers"][0]["plan"]["step_function"]["name"] == "step"
+    assert m["workers"][0]["plan"]["step_function"]["rule"] == "repeated"
+    steps = pd.read_parquet(run / "workers" / "0" / "steps.parquet")
+    assert len(steps) == 14 and sorted(steps["epoch"].unique()) == [0, 1] and (steps["samples"] == 16).all()
+    log = (run / "workers" / "0" / "worker.log").read_text()
+    assert "epoch 1 done" in log and "epoch 2 done" in log
