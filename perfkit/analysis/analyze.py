@@ -76,8 +76,9 @@ def _cat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 RUN_COLUMNS = [
     "run_id", "is_baseline", "mode", "strategy", "ps", "step_shares", "min_step_share", "min_share_worker",
     "min_share_vs_even", "status", "preset", "data", "workers", "hosts", "epochs", "steady_epoch_s",
-    "steady_is_warmup", "fit_s", "steady_samples_per_s", "samples", "cpu_s", "cpu_s_per_1k_samples",
-    "rss_peak_max_bytes", "command_wall_s", "command_cpu_s", "steps_note", "val_loss", "val_accuracy", "val_auc",
+    "steady_is_warmup", "fit_s", "steady_samples_per_s", "samples", "steady_epoch_samples", "cpu_s",
+    "cpu_s_per_1k_samples", "rss_peak_max_bytes", "command_wall_s", "command_cpu_s", "steps_note", "val_loss",
+    "val_accuracy", "val_auc",
     "split_source", "split_note", "steps_compared",
     "straggler_cost", "flagged_workers", "slowest_worker", "slowest_host", "slowest_straggler_share",
     "slowest_speed_score", "others_wait_share", "equal_step_ratio", "equal_epoch_s", "equal_epoch_lo_s",
@@ -88,7 +89,8 @@ RUN_COLUMNS = [
     "links",
 ]
 RELATIVE_COLUMNS = ["speedup", "speedup_fit", "efficiency", "efficiency_fit", "command_speedup",
-                    "cpu_cost_vs_baseline", "val_accuracy_gap", "val_auc_gap", "val_loss_gap", "equal_speedup"]
+                    "cpu_cost_vs_baseline", "val_accuracy_gap", "val_auc_gap", "val_loss_gap", "equal_speedup",
+                    "work_ratio"]
 
 
 def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
@@ -118,6 +120,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         "hosts": len(set(cpu_fig.worker_hosts(rec.run).values())) or 1, "epochs": summary.epochs,
         "steady_epoch_s": summary.steady_epoch_s, "steady_is_warmup": summary.steady_is_warmup,
         "fit_s": summary.fit_s, "steady_samples_per_s": summary.steady_samples_per_s, "samples": samples,
+        "steady_epoch_samples": summary.steady_epoch_samples,
         "cpu_s": cpu_s, "cpu_s_per_1k_samples": cpu_s / samples * 1000 if samples else math.nan,
         "rss_peak_max_bytes": float(workers["rss_peak_bytes"].max()) if not workers.empty else math.nan,
         **command_row(rec.run, cpu), **_last_metrics(epochs),
@@ -277,13 +280,23 @@ def _relative(runs: pd.DataFrame, baseline_id: str | None) -> pd.DataFrame:
             runs[col] = np.nan
         return runs
     b = base.iloc[0]
-    runs["speedup"] = b["steady_epoch_s"] / runs["steady_epoch_s"]
-    runs["speedup_fit"] = b["fit_s"] / runs["fit_s"]
+    # Speedup is per sample: a script that keeps the per-worker batch (TensorFlow's multi-worker tutorials)
+    # trains more samples per epoch with more workers, and its epoch time alone would understate it.
+    runs["work_ratio"] = _ratio(runs["steady_epoch_samples"], b["steady_epoch_samples"])
+    runs["speedup"] = b["steady_epoch_s"] / runs["steady_epoch_s"] * runs["work_ratio"]
+    runs["speedup_fit"] = b["fit_s"] / runs["fit_s"] * _ratio(runs["samples"], b["samples"])
     runs["efficiency"] = runs["speedup"] / runs["workers"]
     runs["efficiency_fit"] = runs["speedup_fit"] / runs["workers"]
     runs["command_speedup"] = b["command_wall_s"] / runs["command_wall_s"]  # any pair: with steps or without
     runs["cpu_cost_vs_baseline"] = runs["cpu_s_per_1k_samples"] / b["cpu_s_per_1k_samples"]
     for m in ("val_accuracy", "val_auc", "val_loss"):
         runs[f"{m}_gap"] = runs[m] - b[m]
-    runs["equal_speedup"] = b["steady_epoch_s"] / runs["equal_epoch_s"].astype(float)
+    runs["equal_speedup"] = b["steady_epoch_s"] / runs["equal_epoch_s"].astype(float) * runs["work_ratio"]
     return runs
+
+
+def _ratio(values: pd.Series, base: float) -> pd.Series:
+    """Work of each run against the baseline's; 1 where either is unknown (no samples recorded), so the
+    speedup is then a ratio of times, as for two runs of one configuration."""
+    known = values.where(values > 0) / (base if base and base > 0 else np.nan)
+    return known.fillna(1.0)

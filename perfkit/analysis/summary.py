@@ -27,6 +27,7 @@ class RunSummary:
     steady_is_warmup: bool  # only one epoch: the figure includes the first epoch's warm-up
     fit_s: float
     steady_samples_per_s: float
+    steady_epoch_samples: float  # samples of a steady epoch, all workers together (0 when unknown)
     cpu_mean: float
     cpu_p95: float
     val_accuracy: float
@@ -155,6 +156,7 @@ def summarize(record: RunRecord, cpu: pd.DataFrame | None = None, epochs: pd.Dat
         steady_is_warmup=warm,
         fit_s=(window[1] - window[0]) / 1e9 if window else math.nan,
         steady_samples_per_s=steady_rate,
+        steady_epoch_samples=_steady(epochs["samples"].astype(float))[0],
         cpu_mean=float(main["cpu_mean"].iloc[0]) if not main.empty else math.nan,
         cpu_p95=float(main["cpu_p95"].iloc[0]) if not main.empty else math.nan,
         val_accuracy=float(last["val_accuracy"]) if last is not None else math.nan,

@@ -166,6 +166,9 @@ def _speed_line(row: Any, base: Any) -> str:
         rate = f", {row.steady_samples_per_s:,.0f} samples/s" if ok(row.steady_samples_per_s) else ""
         return f"{who}: steady epoch {row.steady_epoch_s:.1f} s{rate}.{warm}"
     times = f"steady epoch {row.steady_epoch_s:.1f} s vs {base.steady_epoch_s:.1f} s"
+    if ok(row.work_ratio) and abs(row.work_ratio - 1) > 0.01:
+        times += (f", each of {row.steady_epoch_samples:,.0f} samples vs {base.steady_epoch_samples:,.0f}, "
+                  f"so speedup per sample")
     fit = f", fit {row.speedup_fit:.2f}x" if ok(row.speedup_fit) else ""
     if row.speedup >= 1:
         return (f"{who} is {row.speedup:.2f}x faster than {base.run_id} (scaling efficiency {row.efficiency:.0%}; "

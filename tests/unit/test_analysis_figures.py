@@ -379,3 +379,15 @@ def test_validation_and_time_outside_steps_come_from_the_epochs_without_the_trac
     assert run["equal_val_s"] == pytest.approx(1.0)
     assert "(validation and time outside steps from epoch 3: the trace window's epoch left out)" \
         in run["equal_assumptions"]
+
+
+def test_a_run_that_trains_more_samples_per_epoch_is_compared_per_sample(tmp_path: Path) -> None:
+    """Keeping the per-worker batch (TensorFlow's tutorials) doubles an epoch's samples on 4 workers: the
+    speedup is per sample, not per epoch, and the verdict says so."""
+    a = _pair(tmp_path, batch=128)
+    base, run = _run(a, BASE), _run(a)
+    assert run["steady_epoch_samples"] == 2 * base["steady_epoch_samples"] == 1280
+    assert run["work_ratio"] == pytest.approx(2.0)
+    assert run["speedup"] == pytest.approx(11.5 / 7.5 * 2) and run["speedup_fit"] == pytest.approx(34.5 / 22.5 * 2)
+    assert run["efficiency"] == pytest.approx(11.5 / 7.5 * 2 / 4)
+    assert any("1,280 samples vs 640, so speedup per sample" in line for line in a.verdict)

@@ -50,6 +50,7 @@ KEYS: dict[str, dict[str, str]] = {
         "steady_is_warmup": "true when only one epoch ran (the figure includes warm-up)",
         "fit_s": "first step start to last epoch end", "steady_samples_per_s": "median training samples/s "
         "over the epochs after the first", "samples": "training samples (all workers, all epochs)",
+        "steady_epoch_samples": "median samples of the epochs after the first (all workers); 0 when no batch was read",
         "cpu_s": "CPU-seconds of every worker process over the training window (launcher left out)",
         "cpu_s_per_1k_samples": "cpu_s per 1,000 training samples", "rss_peak_max_bytes": "largest peak RSS "
         "of any worker (memory per replica; a run without steps: over the command's whole life)",
@@ -94,12 +95,13 @@ KEYS: dict[str, dict[str, str]] = {
         "transfer_share": "mean transfer per step / mean step time, over the workers",
         "links": "the emulated hosts' shaped links as applied (host rate/delay/loss, ', '-separated); null: "
         "none shaped", "speedup": "baseline steady_epoch_s / "
-        "steady_epoch_s", "speedup_fit": "baseline fit_s / fit_s", "efficiency": "speedup / workers",
+        "steady_epoch_s x work_ratio (per sample)", "speedup_fit": "baseline fit_s / fit_s x samples / baseline samples",
+        "work_ratio": "steady_epoch_samples / the baseline's; 1 where either is unknown", "efficiency": "speedup / workers",
         "efficiency_fit": "speedup_fit / workers",
         "command_speedup": "baseline command_wall_s / command_wall_s: the whole command, for any pair (with "
         "steps or without)", "cpu_cost_vs_baseline": "cpu_s_per_1k_samples / the baseline's",
         "val_accuracy_gap": "val_accuracy - the baseline's", "val_auc_gap": "val_auc - the baseline's",
-        "val_loss_gap": "val_loss - the baseline's", "equal_speedup": "baseline steady_epoch_s / equal_epoch_s",
+        "val_loss_gap": "val_loss - the baseline's", "equal_speedup": "baseline steady_epoch_s / equal_epoch_s x work_ratio",
     },
     "epochs": {
         "run_id": "run id", "epoch": "1-based epoch", "epoch_s": "train_s + val_s (worker 0)",
@@ -181,7 +183,7 @@ KEYS: dict[str, dict[str, str]] = {
         "mode": "single, multi or ps", "strategy": "its tf.distribute strategy", "run_id": "the mode's latest "
         "run (verification runs left out)", "workers": "workers", "ps": "parameter servers",
         "steady_epoch_s": "steady epoch time", "steady_samples_per_s": "steady samples/s",
-        "speedup": "baseline steady epoch / this one", "efficiency": "speedup / workers",
+        "speedup": "baseline steady epoch / this one, per sample", "efficiency": "speedup / workers",
         "step_shares": "each worker's share of the steps", "min_step_share": "the smallest share",
         "val_accuracy": "validation accuracy after the last epoch", "val_auc": "validation AUC after the last epoch",
         "val_accuracy_gap": "minus the baseline's", "epoch_ratio_vs_multi": "the multi run's steady epoch / this "
