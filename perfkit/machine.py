@@ -57,7 +57,8 @@ def versions() -> dict[str, Any]:
 
 
 def command_started_ns() -> int:
-    """Wall-clock time this command started (perfkit's first import), for 'command to first step'."""
-    from perfkit._started import WALL_NS
+    """Wall-clock origin of the current run's 'command to first step': the command's start (perfkit's first
+    import) for its first run, the run's own start for a later one (``perfkit._started.begin_run``)."""
+    from perfkit._started import run_origin_ns
 
-    return WALL_NS
+    return run_origin_ns()

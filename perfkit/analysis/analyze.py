@@ -19,12 +19,14 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis import cpu as cpu_fig
+from perfkit.analysis.answer import assumption_lines
 from perfkit.analysis.command import NO_STEPS, command_row, exit_codes, stepless, stepless_worker_rows, worker_indices
 from perfkit.analysis.load import LoadedRun
 from perfkit.analysis.modes import mode_table
 from perfkit.analysis.result import Analysis
 from perfkit.analysis.select import Selection, describe_data, load_and_select
 from perfkit.analysis.stragglers import StragglerFigures, estimate_split, stragglers, trace_split
+from perfkit.analysis.timeline import step_timeline
 from perfkit.analysis.summary import cpu_table_of, epoch_table, summarize, training_window
 from perfkit.analysis.verdict import verdict
 from perfkit.analysis.verify import verification_table
@@ -42,6 +44,7 @@ class _RunFigures:
     placement: pd.DataFrame
     timeline: pd.DataFrame
     ops: pd.DataFrame
+    steps_timeline: pd.DataFrame
 
 
 def analyze(paths: Sequence[Path] | None, results_dir: Path, baseline_id: str | None = None) -> Analysis:
@@ -59,13 +62,14 @@ def analyze_selection(sel: Selection) -> Analysis:
         epochs=_cat([f.epochs for f in figures]), workers=_cat([f.workers for f in figures]),
         processes=_cat([f.processes for f in figures]), hosts=_cat([f.hosts for f in figures]),
         placement=_cat([f.placement for f in figures]), cpu_timeline=_cat([f.timeline for f in figures]),
-        ops=_cat([f.ops for f in figures]),
+        ops=_cat([f.ops for f in figures]), step_timeline=_cat([f.steps_timeline for f in figures]),
         excluded=pd.DataFrame([vars(e) for e in sel.excluded], columns=["run_id", "path", "reason"]),
         verifications=verification_table({r.run_id: r.meta for r in sel.runs}, runs,
                                          _cat([f.workers for f in figures])),
         warnings=sel.warnings, verdict=(),
         modes=mode_table(runs, frozenset(r.run_id for r in sel.runs if r.meta.verifies)))
-    return Analysis(**{**vars(analysis), "verdict": tuple(verdict(analysis))})
+    return Analysis(**{**vars(analysis), "verdict": tuple(verdict(analysis)),
+                        "assumptions": tuple(assumption_lines(analysis))})
 
 
 def _cat(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -76,13 +80,14 @@ def _cat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 RUN_COLUMNS = [
     "run_id", "is_baseline", "mode", "strategy", "ps", "step_shares", "min_step_share", "min_share_worker",
     "min_share_vs_even", "status", "preset", "data", "workers", "hosts", "epochs", "steady_epoch_s",
-    "steady_is_warmup", "fit_s", "steady_samples_per_s", "samples", "steady_epoch_samples", "cpu_s",
+    "steady_is_warmup", "fit_s", "startup_s", "steady_samples_per_s", "samples", "steady_epoch_samples", "cpu_s",
     "cpu_s_per_1k_samples", "rss_peak_max_bytes", "command_wall_s", "command_cpu_s", "steps_note", "val_loss",
     "val_accuracy", "val_auc",
     "split_source", "split_note", "steps_compared",
     "straggler_cost", "flagged_workers", "slowest_worker", "slowest_host", "slowest_straggler_share",
     "slowest_speed_score", "others_wait_share", "equal_step_ratio", "equal_epoch_s", "equal_epoch_lo_s",
-    "equal_epoch_hi_s", "equal_step_s", "equal_compute_s", "equal_epoch_per_compute", "equal_transfer_s", "equal_transfer_source", "equal_val_s", "equal_budgets",
+    "equal_epoch_hi_s", "equal_step_s", "equal_compute_s", "equal_epoch_per_compute", "equal_transfer_s",
+    "equal_transfer_source", "equal_val_s", "equal_budgets",
     "equal_assumptions", "placement_hosts",
     "placement_now", "placement_proposed", "compute_now_s", "compute_proposed_s", "placement_epoch_s",
     "placement_epoch_lo_s", "placement_epoch_hi_s", "placement_assumptions", "largest_term", "transfer_share",
@@ -105,6 +110,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
     if split is None and run.num_workers > 1 and not asynchronous and not no_steps:
         split = estimate_split(rec, cpu, run.num_workers, run.no_trace)
     strag = stragglers(split, rec) if split is not None else None
+    model = StepModel.of(split, rec, epochs) if strag is not None else None
     # CPU totals of a run whose sampler missed a worker would be partial: left out (the loader warns)
     expected = worker_indices(rec.run) if no_steps else set(rec.steps["worker"].unique())
     sampled = bool(expected) and set(cpu.workers["worker"].unique()) >= expected
@@ -119,13 +125,14 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         "preset": rec.run.preset, "data": describe_data(rec.run), "workers": run.num_workers,
         "hosts": len(set(cpu_fig.worker_hosts(rec.run).values())) or 1, "epochs": summary.epochs,
         "steady_epoch_s": summary.steady_epoch_s, "steady_is_warmup": summary.steady_is_warmup,
-        "fit_s": summary.fit_s, "steady_samples_per_s": summary.steady_samples_per_s, "samples": samples,
+        "fit_s": summary.fit_s, "startup_s": summary.startup_s, "steady_samples_per_s": summary.steady_samples_per_s,
+        "samples": samples,
         "steady_epoch_samples": summary.steady_epoch_samples,
         "cpu_s": cpu_s, "cpu_s_per_1k_samples": cpu_s / samples * 1000 if samples else math.nan,
         "rss_peak_max_bytes": float(workers["rss_peak_bytes"].max()) if not workers.empty else math.nan,
         **command_row(rec.run, cpu), **_last_metrics(epochs),
         **_straggler_row(strag, rec.run, asynchronous, no_steps),
-        **(_what_if_row(split, strag, rec, epochs) if strag is not None else EMPTY_ROW | PLACEMENT_EMPTY),
+        **(_what_if_row(model, strag, rec) if strag is not None else EMPTY_ROW | PLACEMENT_EMPTY),
     }
     tag = {"run_id": run.run_id}
     return _RunFigures(
@@ -133,7 +140,9 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         processes=cpu_fig.process_table(cpu, rec.run).assign(**tag),
         hosts=(cpu_fig.host_table(cpu, rec.run) if sampled else pd.DataFrame()).assign(**tag),
         placement=(strag.placement if strag is not None else pd.DataFrame()).assign(**tag),
-        timeline=cpu_fig.cpu_timeline(cpu).assign(**tag), ops=_top_ops(run).assign(**tag))
+        timeline=cpu_fig.cpu_timeline(cpu).assign(**tag), ops=_top_ops(run).assign(**tag),
+        steps_timeline=(step_timeline(split, rec, model) if strag is not None and run.num_workers > 1
+                        else pd.DataFrame()).assign(**tag))
 
 
 def _last_metrics(epochs: pd.DataFrame) -> dict[str, float]:
@@ -151,8 +160,7 @@ def _epoch_rows(rec: RunRecord, epochs: pd.DataFrame) -> pd.DataFrame:
     return epochs.assign(end_s=(ep0["t_end_ns"].to_numpy() - window[0]) / 1e9)
 
 
-def _what_if_row(split: Any, strag: StragglerFigures, rec: RunRecord, epochs: pd.DataFrame) -> dict[str, Any]:
-    model = StepModel.of(split, rec, epochs)
+def _what_if_row(model: StepModel | None, strag: StragglerFigures, rec: RunRecord) -> dict[str, Any]:
     if model is None:
         return EMPTY_ROW | PLACEMENT_EMPTY
     what = equal_workers(model, cpu_fig.worker_hosts(rec.run), cpu_fig.host_budgets(rec.run))

@@ -22,8 +22,10 @@ class Analysis:
     placement: pd.DataFrame  # per run and host: capacity share, workers now / proportional / proposed
     cpu_timeline: pd.DataFrame  # per run and process: CPU% against seconds since the first step
     ops: pd.DataFrame  # per run: top traced ops by self time
+    step_timeline: pd.DataFrame  # per run: the trace window's steps per worker and as equal workers (timeline.py)
     excluded: pd.DataFrame  # run_id, path, reason
     verifications: pd.DataFrame  # per verification run: the what-if it ran, predicted vs measured
     warnings: tuple[str, ...]
     verdict: tuple[str, ...]
     modes: pd.DataFrame = field(default_factory=pd.DataFrame)  # per mode: its latest run, sync vs async
+    assumptions: tuple[str, ...] = ()  # what each what-if assumed, apart from the verdict (answer.py)

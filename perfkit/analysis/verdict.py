@@ -11,38 +11,21 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from perfkit.analysis.answer import answer_line
 from perfkit.analysis.command import STEP_FIGURES
 from perfkit.analysis.stragglers import FLAG_BELOW
 from perfkit.analysis.verify import verification_lines
+from perfkit.analysis.words import estimated as _estimated
+from perfkit.analysis.words import num, ok, present
 
 if TYPE_CHECKING:
     from perfkit.analysis.result import Analysis
 
 
-def ok(value: Any) -> bool:
-    """A figure that exists: a real, finite number."""
-    try:
-        return value is not None and not pd.isna(value) and math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def present(value: Any) -> bool:
-    """A text figure that exists (not None/NaN/empty)."""
-    return isinstance(value, str) and bool(value)
-
-
-def num(value: float) -> str:
-    """Three significant digits, no exponent for ordinary magnitudes (0.96, 1.44, 12.3, 171)."""
-    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-
-
-def _estimated(text: str, est: str) -> str:
-    return f"{est}: {text[0].lower()}{text[1:]}" if est else text
-
-
 def verdict(a: Analysis) -> list[str]:
-    lines = command_lines(a) + _baseline_lines(a)
+    """The answer first (``answer.answer_line``), then the baseline and each run's details."""
+    answer = answer_line(a)
+    lines = ([answer] if answer else []) + command_lines(a) + _baseline_lines(a)
     base = a.runs[a.runs["run_id"] == a.baseline_id].iloc[0] if a.baseline_id else None
     for row in a.runs.itertuples(index=False):
         if row.run_id != a.baseline_id:
@@ -195,8 +178,8 @@ def _straggler_lines(row: Any, a: Analysis, est: str) -> list[str]:
         # A clearly slower worker that sets the pace of most synchronous steps is the straggler, flagged
         # or not (equal workers take turns being "slowest" by noise, and are never named).
         return [_estimated(f"The straggler is worker {slow} on {row.slowest_host}: the slowest in "
-                           f"{row.slowest_straggler_share:.0%} of steps (speed score {row.slowest_speed_score:.2f}, not "
-                           f"below the {FLAG_BELOW} flag){others}.", est) + cost]
+                           f"{row.slowest_straggler_share:.0%} of steps (speed score {row.slowest_speed_score:.2f}, "
+                           f"not below the {FLAG_BELOW} flag){others}.", est) + cost]
     return [_estimated(f"No worker is flagged as a straggler (speed score < {FLAG_BELOW}; lowest "
                        f"{low.speed_score:.3f}, worker {int(low.worker)}). {who}{others}.", est) + cost]
 
@@ -222,8 +205,6 @@ def _what_if_lines(row: Any, base: Any, a: Analysis, est: str) -> list[str]:
         lines.append(_estimated(f"With equal workers (all at the median worker's speed) a steady epoch would take "
                                 f"~{row.equal_epoch_s:.1f} s{span} instead of {row.steady_epoch_s:.1f} s{vs}"
                                 f"{realise}.", est))
-        if present(row.equal_assumptions):
-            lines.append(f"Assumes: {row.equal_assumptions}.")
     if present(row.placement_proposed):
         lines.append(_placement_line(row, a, est))
     return lines
@@ -246,7 +227,8 @@ def _placement_line(row: Any, a: Analysis, est: str) -> str:
                 f"{row.placement_epoch_hi_s:.1f} s)")
     return _estimated(f"Placing workers {row.placement_proposed} ({hosts}) by measured host speed instead of "
                       f"{row.placement_now} (proportional shares {shares}){cut}, if each host's measured "
-                      f"throughput is shared by its workers (otherwise as assumed above).", est) + none
+                      f"throughput is shared by its workers (otherwise as the equal-workers what-if "
+                      f"assumes).", est) + none
 
 
 def _cpu_lines(row: Any, base: Any, a: Analysis) -> list[str]:

@@ -23,6 +23,7 @@ def _register() -> None:
         bench,  # noqa: F401
         compare,
         data,
+        export,
         launch,
         run,
         runs,

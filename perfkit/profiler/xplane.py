@@ -52,6 +52,7 @@ STEP_COLUMNS = ("epoch", "step", "t_start_ns", "step_s", "compute_s", "collectiv
 # Bumped whenever what parse() returns changes: cached trace tables of older versions are parsed again.
 PARSER_VERSION = 2
 OP_COLUMNS = ("name", "category", "count", "total_s")
+EVENT_COLUMNS = ("line", "thread", "name", "start_ns", "end_ns", "category", "op_type", "epoch", "step")
 _PB2_MODULE = "tensorflow.tsl.profiler.protobuf.xplane_pb2"
 
 
@@ -63,6 +64,18 @@ class XPlaneError(ResultsError):
 class ParsedTrace:
     steps: pd.DataFrame  # STEP_COLUMNS, one row per traced step
     ops: pd.DataFrame  # OP_COLUMNS, op types by self time, largest first
+    hostnames: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CaptureEvents:
+    """A capture's raw events for a timeline: ``events`` has EVENT_COLUMNS, one row per event of the host
+    plane: its ``line`` (an index into ``lines``, the thread names), TF name, exact wall-clock bounds in
+    ns, ``category`` ("compute", "collective", "input" or "") and ``op_type`` as ``parse`` classifies them,
+    and the epoch/step of a Keras ``train`` step marker (-1 on every other event)."""
+
+    events: pd.DataFrame
+    lines: tuple[str, ...]
     hostnames: tuple[str, ...]
 
 
@@ -99,14 +112,35 @@ def parse(path: str | Path) -> ParsedTrace:
     """Per-step breakdown and top ops of one capture; XPlaneError names the file when it is unusable."""
     path = Path(path)
     space = read_xspace(path)
-    host = next((p for p in space.planes if p.name == "/host:CPU"), None)
-    if host is None:
-        raise XPlaneError(f"{path}: no host plane in the profiler capture")
-    events, marks = _events(host, _start_ns(space))
+    events, marks = _events(_host_plane(space, path), _start_ns(space))
     if marks.empty:
         raise XPlaneError(f"{path}: no training step markers ('{STEP_EVENT}') in the profiler capture")
     events = _classify(events)  # once: both the step split and the op table use the categories
     return ParsedTrace(steps=_breakdown(marks, events), ops=_top_ops(events), hostnames=tuple(space.hostnames))
+
+
+def capture_events(path: str | Path) -> CaptureEvents:
+    """Every event of one capture's host plane, classified as ``parse`` classifies them (for a timeline
+    export); a capture without step markers is no error here. XPlaneError names the file when unusable."""
+    path = Path(path)
+    space = read_xspace(path)
+    host = _host_plane(space, path)
+    events, marks = _events(host, _start_ns(space))
+    events = _classify(events)
+    epoch = np.full(len(events), -1, dtype="int64")
+    step = epoch.copy()
+    rows = marks["row"].to_numpy(dtype="int64")
+    epoch[rows], step[rows] = marks["epoch"].to_numpy(), marks["step"].to_numpy()
+    events = events.assign(epoch=epoch, step=step)
+    return CaptureEvents(events=events[list(EVENT_COLUMNS)], lines=tuple(ln.name.split("/")[0] for ln in host.lines),
+                         hostnames=tuple(space.hostnames))
+
+
+def _host_plane(space: Any, path: Path) -> Any:
+    host = next((p for p in space.planes if p.name == "/host:CPU"), None)
+    if host is None:
+        raise XPlaneError(f"{path}: no host plane in the profiler capture")
+    return host
 
 
 def _start_ns(space: Any) -> int:
@@ -121,11 +155,17 @@ def _start_ns(space: Any) -> int:
 
 def _events(plane: Any, origin_ns: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every event of the plane (thread, name, start/end in ns: wall clock when the capture records its
-    start) and, separately, the step markers with their epoch and step numbers."""
+    start) and, separately, the step markers with their epoch and step numbers and event row.
+
+    ``start``/``end`` are float ns (what the step split uses); ``line``, ``start_ns`` and ``end_ns`` are the
+    event's line (one per OS thread; several lines can share a thread name) and its exact integer bounds,
+    which a float64 near 1.8e18 ns (256 ns apart) cannot hold."""
     meta, stat_names = plane.event_metadata, {k: v.name for k, v in plane.stat_metadata.items()}
-    threads, names, starts, durations, marks = [], [], [], [], []
-    for line in plane.lines:
-        base_ps = (origin_ns + line.timestamp_ns) * 1000
+    threads, names, starts, durations, marks, lines, offsets = [], [], [], [], [], [], []
+    bases = []
+    for i, line in enumerate(plane.lines):
+        bases.append(origin_ns + line.timestamp_ns)
+        base_ps = bases[-1] * 1000
         thread = line.name.split("/")[0]
         for ev in line.events:
             name = meta[ev.metadata_id].name
@@ -133,16 +173,23 @@ def _events(plane: Any, origin_ns: int) -> tuple[pd.DataFrame, pd.DataFrame]:
             names.append(name)
             starts.append(base_ps + ev.offset_ps)
             durations.append(ev.duration_ps)
+            lines.append(i)
+            offsets.append(ev.offset_ps)
             if name == STEP_EVENT:
                 stats = _stats(ev, stat_names)
                 if "step_num" in stats:
                     marks.append({"epoch": int(stats.get("epoch_num", -1)), "step": int(stats["step_num"]),
                                   "start": (base_ps + ev.offset_ps) / 1000.0,
-                                  "end": (base_ps + ev.offset_ps + ev.duration_ps) / 1000.0})
+                                  "end": (base_ps + ev.offset_ps + ev.duration_ps) / 1000.0, "row": len(names) - 1})
     start = np.asarray(starts, dtype="float64") / 1000.0
     events = pd.DataFrame({"thread": threads, "name": names, "start": start,
                            "end": start + np.asarray(durations, dtype="float64") / 1000.0})
-    return events, pd.DataFrame(marks, columns=["epoch", "step", "start", "end"])
+    line = np.asarray(lines, dtype="int64")
+    offset_ps = np.asarray(offsets, dtype="int64")
+    base_ns = np.asarray(bases, dtype="int64")[line] if bases else np.zeros(0, dtype="int64")
+    events = events.assign(line=line, start_ns=base_ns + offset_ps // 1000,
+                           end_ns=base_ns + (offset_ps + np.asarray(durations, dtype="int64")) // 1000)
+    return events, pd.DataFrame(marks, columns=["epoch", "step", "start", "end", "row"])
 
 
 def _stats(event: Any, names: dict[int, str]) -> dict[str, Any]:
@@ -154,16 +201,23 @@ def _stats(event: Any, names: dict[int, str]) -> dict[str, Any]:
 
 
 def _classify(events: pd.DataFrame) -> pd.DataFrame:
-    """TF op events are named ``scope/op:Type``; framework events use ``A::B`` or ``Name: detail``."""
-    name = events["name"]
+    """TF op events are named ``scope/op:Type``; framework events use ``A::B`` or ``Name: detail``.
+
+    Each distinct name (and thread) is classified once: a capture repeats few names over many events (a
+    4-worker quick run's: 974 names in 45k events, 60 ms -> 10 ms)."""
+    codes, names = pd.factorize(events["name"])
+    name = pd.Series(names, dtype=object)
     is_op = name.str.contains(":", regex=False) & ~name.str.contains("::|: ", regex=True)
     op_type = name.str.rsplit(":", n=1).str[-1].where(is_op, "")
     collective = is_op & (op_type.str.startswith("Collective") | op_type.str.startswith("Nccl"))
     input_ = (is_op & op_type.isin(INPUT_OP_TYPES)) | name.str.startswith(INPUT_EVENTS)
     wrapper = op_type.isin({"PartitionedCall", "StatefulPartitionedCall"}) | name.str.startswith("__inference")
-    compute = is_op & ~collective & ~input_ & ~wrapper & ~events["thread"].str.startswith("tf_data")
+    thread_codes, threads = pd.factorize(events["thread"])
+    tf_data = pd.Series(threads, dtype=object).str.startswith("tf_data").to_numpy(dtype=bool)[thread_codes]
+    compute = (is_op & ~collective & ~input_ & ~wrapper).to_numpy(dtype=bool)[codes] & ~tf_data
+    collective, input_ = collective.to_numpy(dtype=bool)[codes], input_.to_numpy(dtype=bool)[codes]
     category = np.select([collective, input_, compute], ["collective", "input", "compute"], default="")
-    return events.assign(op_type=op_type, category=category)
+    return events.assign(op_type=op_type.to_numpy(dtype=object)[codes], category=category)
 
 
 def union_seconds(start: np.ndarray, end: np.ndarray) -> float:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfkit._started import begin_run
 from perfkit.cluster import ClusterSpec
 from perfkit.config import Mode, sanitize_id
 from perfkit.errors import UsageError
@@ -107,6 +108,7 @@ class LaunchOptions:
 def run_launch(lopts: LaunchOptions, opts: MultiOptions, results_dir: str | Path, observer: Observer | None = None,
                run_id: str | None = None) -> Path:
     observer = observer or NullObserver()
+    begin_run()  # its "command to first step" counts from here when the command ran a run before
     results_dir = Path(results_dir)
     rid = run_dir_id(run_id, opts, lopts.mode.value, lopts.label)
     dir_name = f"{rid}--{sanitize_id(opts.part)}" if opts.part else rid

@@ -20,6 +20,7 @@ from perfkit.cluster import ClusterSpec
 from perfkit.config import RunConfig, sanitize_id
 from perfkit.errors import UsageError
 from perfkit.events import NullObserver, Observer
+from perfkit._started import begin_run
 from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.profiler.tracewindow import finish_traces
@@ -65,6 +66,7 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
     """One multi-worker run; ``extra_meta`` goes into run.json as given (e.g. what a verification checks)."""
     observer = observer or NullObserver()
     n = opts.cluster.num_workers
+    begin_run()  # its "command to first step" counts from here when the command ran a run before
     if cfg.mode.value == "ps":
         n = 1  # each step is one worker's step on the whole global batch
     elif cfg.batch_size % n:

@@ -16,6 +16,7 @@ from typing import Any
 from perfkit.config import RunConfig, sanitize_id
 from perfkit.errors import PerfkitError, RunFailed, RunInterrupted
 from perfkit.events import NullObserver, Observer
+from perfkit._started import begin_run
 from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, SamplerResult, Target
 from perfkit.profiler.steps import StepLog
@@ -30,6 +31,7 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
                run_id: str | None = None) -> Path:
     """Train once with MirroredStrategy and record it; returns the run directory."""
     observer = observer or NullObserver()
+    begin_run()  # its "command to first step" counts from here when the command ran a run before
     results_dir = Path(results_dir)
     rid = sanitize_id(run_id) if run_id else new_run_id(cfg.mode.value, cfg.label)
     RunDir.path_for(results_dir, rid)  # a taken run id fails now, before minutes of data preparation

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,9 @@ def test_compare_runs_both_strategies_and_ends_with_the_verdict_and_report(tmp_p
     runs = sorted(p for p in results.iterdir() if (p / "run.json").is_file())
     assert [meta(r)["mode"] for r in runs] == ["single", "multi"]
     assert all(meta(r)["status"] == "complete" for r in runs)
+    # The multi run's "command to first step" counts from its own launch, not from the compare's start.
+    single_ended = datetime.fromisoformat(meta(runs[0])["ended"].replace("Z", "+00:00")).timestamp()
+    assert meta(runs[1])["command_started_wall_ns"] / 1e9 >= single_ended - 0.01
     out = proc.stdout
     assert "Verdict" in out and f"{runs[1].name} (multi, 2 workers) is" in out and "speedup" in out
     m = re.search(r"HTML report: (\S+)", out)
@@ -38,6 +42,9 @@ def test_compare_runs_both_strategies_and_ends_with_the_verdict_and_report(tmp_p
     assert doc["baseline"]["run_id"] == runs[0].name and set(by_id) == {r.name for r in runs}
     multi = by_id[runs[1].name]
     assert multi["speedup"] > 0 and multi["workers"] == 2
+    started = datetime.fromisoformat(meta(runs[1])["started"].replace("Z", "+00:00")).timestamp()
+    first_step_after = multi["startup_s"] - (started - meta(runs[1])["command_started_wall_ns"] / 1e9)
+    assert 0 < multi["startup_s"] and first_step_after > 0, (multi["startup_s"], first_step_after)
     require_every_trace(runs[1])  # TF's profiler crash is retried by the run; see _util
     assert multi["split_source"] == "trace", multi["split_source"]
 

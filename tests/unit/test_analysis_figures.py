@@ -265,6 +265,8 @@ def test_the_verdict_names_the_network_when_transfer_is_the_largest_term(tmp_pat
     run = _run(a)
     assert run["largest_term"] == "transfer" and run["transfer_share"] > 0.5
     assert any("The network between the workers sets the pace" in v for v in a.verdict)
+    assert f"; the all-reduce not hidden under compute is the largest cost, {run['transfer_share']:.0%} of step " \
+        "time;" in a.verdict[0]
     assert _run(_pair(tmp_path / "b"))["largest_term"] != "transfer"
     assert describe_links(typed({"network": {"links": {"a": {"requested": {"bandwidth_mbit": 100, "latency_ms": 5}}}}})) \
         == "a 100 Mbit/s + 5 ms"
@@ -391,3 +393,23 @@ def test_a_run_that_trains_more_samples_per_epoch_is_compared_per_sample(tmp_pat
     assert run["speedup"] == pytest.approx(11.5 / 7.5 * 2) and run["speedup_fit"] == pytest.approx(34.5 / 22.5 * 2)
     assert run["efficiency"] == pytest.approx(11.5 / 7.5 * 2 / 4)
     assert any("1,280 samples vs 640, so speedup per sample" in line for line in a.verdict)
+    assert a.verdict[0].startswith(f"4 workers are {11.5 / 7.5 * 2:.2f}x faster than one machine per sample; ")
+
+
+def test_the_step_timeline_places_every_workers_steps_and_the_equal_workers_ones(tmp_path: Path) -> None:
+    """Worker 3 (0.5 s compute) is the straggler of every step; the others wait 0.3 s for it. Equal workers
+    (0.2 s compute each) run the same steps in 0.35 s: compute + the 0.1 s transfer + 0.05 s input."""
+    a = _pair(tmp_path)
+    t = a.step_timeline[a.step_timeline["run_id"] == STRAG]
+    run, what = t[t["kind"] == "run"], t[t["kind"] == "equal workers"]
+    assert set(a.step_timeline["run_id"]) == {STRAG}, "one worker: nobody to wait for, no timeline"
+    assert sorted(run["worker"].unique()) == [0, 1, 2, 3] and (what["worker"] == -1).all()
+    per_worker = run.groupby("worker").size()
+    assert (per_worker == len(what)).all() and len(what) > 0
+    assert run.loc[run["worker"] == 3, "straggler"].all() and not run.loc[run["worker"] < 3, "straggler"].any()
+    assert run.loc[run["worker"] < 3, "wait_s"].to_numpy() == pytest.approx(0.3)
+    terms = run[["input_s", "compute_s", "wait_s", "transfer_s"]].sum(axis=1)
+    assert terms.to_numpy() == pytest.approx(run["step_s"].to_numpy())
+    assert what["step_s"].to_numpy() == pytest.approx(0.35)
+    assert run["start_s"].min() == 0 and what["start_s"].iloc[0] == 0
+    assert (what["start_s"].diff().dropna() > 0).all() and run["start_s"].max() > what["start_s"].max()

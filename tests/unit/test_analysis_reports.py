@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from perfkit.analysis import renderers
+from perfkit.analysis.renderers.gantt import timeline_figure
 from perfkit.analysis.analyze import Analysis, analyze
 from perfkit.analysis.renderers import json as report_json
 from perfkit.analysis.renderers.html import page as render_html
@@ -37,15 +38,22 @@ def pair(tmp_path: Path) -> Analysis:
 
 def test_verdict_states_speedup_straggler_what_if_cpu_and_convergence(pair: Analysis) -> None:
     text = "\n".join(pair.verdict)
-    assert pair.verdict[0].startswith(f"Baseline: {BASE} (single, latest complete single-mode run")
+    # The answer first: the newest run that is neither the baseline nor a verification run.
+    assert pair.verdict[0] == ("4 workers are 1.53x faster than one machine; worker 3 on b (1 core) sets the pace, "
+                               f"costing 35% of step time in waits; with equal workers 2.95x (run {STRAG}).")
+    assert pair.verdict[1].startswith(f"Baseline: {BASE} (single, latest complete single-mode run")
     assert (f"{STRAG} (multi, 4 workers) is 1.53x faster than {BASE} (scaling efficiency 38%; steady epoch 7.5 s "
             "vs 11.5 s, fit 1.53x).") in text
     assert ("Worker 3 on b was the slowest in 100% of steps (speed score 0.40); the other workers spent 46% of "
             "each step waiting for it. Waiting cost 35% of all worker step time.") in text
     assert ("With equal workers (all at the median worker's speed) a steady epoch would take ~3.9 s, 95% interval "
             "3.9–3.9 s instead of 7.5 s (~2.95x the baseline); budgets that would realise it: a=3, b=1.") in text
-    assert ("Assumes: every worker at the median worker's compute speed, keeping its own step-to-step variation (a "
-            "step waits for the slowest: x1.000 at the median step); busy and input from traced steps") in text
+    assert "Assumes" not in text and "equal workers: every worker" not in text  # in their own section
+    assert pair.assumptions[0].startswith(
+        f"{STRAG}, equal workers: every worker at the median worker's compute speed, keeping its own step-to-step "
+        "variation (a step waits for the slowest: x1.000 at the median step); busy and input from traced steps")
+    assert any(line.startswith(f"{STRAG}, placement: ") for line in pair.assumptions)
+    assert not any(line.startswith(BASE) for line in pair.assumptions)
     # The verify run: 10 steps of 0.35 s + 1.0 s validation = 4.5 s measured against 3.9 s predicted.
     assert (f"Verified by running it ({VERIFY}, budgets a=3, b=2.5): equal workers predicted a steady epoch of 3.9 s, "
             "measured 4.5 s, error -13.3%: the prediction did not hold (|error| > 10%).") in text
@@ -68,7 +76,9 @@ def test_verdict_labels_estimates_and_says_when_slower(tmp_path: Path) -> None:
     lines = analyze(None, tmp_path).verdict
     assert any(line.startswith(f"{STRAG} (multi, 4 workers) is 3.00x slower than {BASE}: speedup 0.33x")
                for line in lines)
-    straggler = next(line for line in lines if "slowest" in line)
+    assert lines[0].startswith("4 workers are 3.00x slower than one machine (speedup 0.33x); ")
+    assert lines[0].endswith(f" (step split estimated from CPU-seconds) (run {STRAG}).")
+    straggler = next(line for line in lines[1:] if "slowest" in line)
     assert straggler.startswith("Estimated from CPU-seconds per step (no trace window): worker 3 on b")
 
 
@@ -122,6 +132,7 @@ def test_html_is_self_contained_with_the_verdict_first_and_every_chart(pair: Ana
     assert len(page) > 1_000_000  # ... all of it
     titles = ["Speedup and scaling efficiency", f"CPU% per process over time: {STRAG}",
               f"CPU% per process over time: {BASE}", f"CPU% per process over time: {VERIFY}", "Step time per worker", "Compute / transfer / wait per worker",
+              f"Step timeline of the trace window: {STRAG}", f"Step timeline of the trace window: {VERIFY}",
               "Validation accuracy and AUC per epoch", "Memory per worker (peak RSS)"]
     positions = [page.index(f"<h2>{t}</h2>") for t in titles]
     assert page.index("<h2>Verdict</h2>") < min(positions)
@@ -130,6 +141,13 @@ def test_html_is_self_contained_with_the_verdict_first_and_every_chart(pair: Ana
     assert "end of epoch 3" in page and "ideal (speedup = workers)" in page
     assert '"type":"box"' in page and '"barmode":"stack"' in page
     assert "preset blog, not the baseline&#x27;s quick" in page  # the run left out, escaped
+    # The timeline names the straggler's row in red and runs the equal-workers steps beside the workers'.
+    fig = timeline_figure(pair, STRAG)
+    assert fig is not None and '"equal workers (what-if)"' in page
+    ticks = dict(zip(fig["layout"]["yaxis"]["tickvals"], fig["layout"]["yaxis"]["ticktext"]))
+    assert ticks["worker 3 \u00b7 b"] == "<b style='color:#d62728'>worker 3 \u00b7 b \u00b7 straggler</b>"
+    assert ticks["worker 0 \u00b7 a"] == "worker 0 \u00b7 a" and list(ticks)[-1] == "equal workers (what-if)"
+    assert page.index("<h3>What-if assumptions</h3>") < min(positions)
 
 
 def test_html_says_why_a_chart_is_missing(tmp_path: Path) -> None:

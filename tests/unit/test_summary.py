@@ -96,3 +96,14 @@ def test_workers_of_one_host_sampled_by_separate_samplers_are_summed_per_interva
                     pd.DataFrame({"worker": 1, "t_ns": t0 + S // 5, "cpu_percent": 90.0})], ignore_index=True)
     summed = _host_sum(df)
     assert len(summed) >= 9 and (summed == 170.0).all()
+
+
+def test_only_the_first_run_of_a_command_counts_its_start_up_from_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """perfkit compare runs the baseline, then the multi run: the second's origin is its own start."""
+    from perfkit import _started
+    from perfkit.machine import command_started_ns
+
+    monkeypatch.setattr(_started, "_origin", {"ns": _started.WALL_NS, "runs": 0})
+    assert _started.begin_run() == _started.WALL_NS == command_started_ns()
+    second = _started.begin_run()
+    assert second > _started.WALL_NS and command_started_ns() == second

@@ -201,8 +201,12 @@ def print_to(a: Analysis, console: Console, verdict_last: bool = False) -> None:
 
 def _verdict(a: Analysis, console: Console) -> None:
     console.print("[bold]Verdict[/bold]")
-    for line in a.verdict:
-        console.print(f"- {line}", highlight=False)
+    for i, line in enumerate(a.verdict):
+        console.print(f"- {line}", highlight=False, style="bold" if i == 0 and len(a.verdict) > 1 else None)
+    if a.assumptions:
+        console.print("[bold]What-if assumptions[/bold]")
+        for line in a.assumptions:
+            console.print(f"- {line}", highlight=False, style="dim")
     console.print()
 
 

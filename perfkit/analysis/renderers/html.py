@@ -17,6 +17,7 @@ import pandas as pd
 
 from perfkit.analysis.renderers import RenderOptions
 from perfkit.analysis.renderers.console import MIB, fmt
+from perfkit.analysis.renderers.gantt import timeline_figure
 
 if TYPE_CHECKING:
     from perfkit.analysis.result import Analysis
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 _STAMP = re.compile(r"^\d{8}T\d{6}Z-")
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}ul.verdict li{margin:.3em 0}
+ul.verdict li:first-child{font-weight:600}
 table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}
 td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:.9em}"""
 
@@ -85,10 +87,20 @@ def charts(a: Analysis, names: dict[str, str]) -> list[tuple[str, Any]]:
     for run_id in a.runs["run_id"] if not a.runs.empty else []:
         out.append((f"CPU% per process over time: {run_id}", cpu_figure(a, run_id)))
     out += [("Step time per worker", step_figure(a, names)),
-            ("Compute / transfer / wait per worker", split_figure(a, names)),
-            ("Validation accuracy and AUC per epoch", convergence_figure(a, names)),
+            ("Compute / transfer / wait per worker", split_figure(a, names))]
+    out += timelines(a)
+    out += [("Validation accuracy and AUC per epoch", convergence_figure(a, names)),
             ("Memory per worker (peak RSS)", memory_figure(a, names))]
     return out
+
+
+def timelines(a: Analysis) -> list[tuple[str, Any]]:
+    """One step timeline per run that has one; a note when no run with several workers has."""
+    ids = a.step_timeline["run_id"].unique().tolist() if not a.step_timeline.empty else []
+    if not ids:
+        return [("Step timeline", _note("No step timeline: it needs a run of several synchronous workers with a "
+                                        "trace window or enough CPU samples to split its steps."))]
+    return [(f"Step timeline of the trace window: {run_id}", timeline_figure(a, run_id)) for run_id in ids]
 
 
 _AXIS = {"gridcolor": "#e5e5e5", "zerolinecolor": "#ccc", "automargin": True}
@@ -250,12 +262,14 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 def _verdict_html(a: Analysis) -> str:
     items = "".join(f"<li>{html.escape(line)}</li>" for line in a.verdict)
     base = f"Baseline: {a.baseline_id} ({a.baseline_note})" if a.baseline_id else f"No baseline: {a.baseline_note}"
-    return f"<h2>Verdict</h2><ul class='verdict'>{items}</ul>" + _note(base)
+    assumed = "".join(f"<li>{html.escape(line)}</li>" for line in a.assumptions)
+    assumed = f"<h3>What-if assumptions</h3><ul class='note'>{assumed}</ul>" if assumed else ""
+    return f"<h2>Verdict</h2><ul class='verdict'>{items}</ul>" + _note(base) + assumed
 
 
 _RUN_COLS = {"run_id": "run id", "mode": "mode", "workers": "workers", "steady_epoch_s": "steady epoch s",
              "steady_samples_per_s": "samples/s", "speedup": "speedup", "efficiency": "efficiency",
-             "fit_s": "fit s", "command_wall_s": "command s", "command_speedup": "command speedup",
+             "fit_s": "fit s", "startup_s": "command to first step s", "command_wall_s": "command s", "command_speedup": "command speedup",
              "cpu_s_per_1k_samples": "CPU-s / 1k samples", "val_accuracy": "val acc",
              "val_auc": "val AUC", "split_source": "split"}
 _MODE_COLS = {"mode": "mode", "strategy": "strategy", "run_id": "run id", "workers": "workers", "ps": "ps",
@@ -267,7 +281,7 @@ _PROC_COLS = {"run_id": "run id", "worker": "worker", "role": "role", "host": "h
               "cpu_s": "CPU-s", "rss_peak_mib": "peak RSS MiB"}
 _SPECS = {"cpu_mean": ".0f", "cpu_p95": ".0f", "budget_share_mean": ".0%", "cpu_s": ",.1f", "rss_peak_mib": ",.0f",
           "steady_epoch_s": ".1f", "steady_samples_per_s": ",.0f", "speedup": ".2f", "efficiency": ".0%",
-          "fit_s": ".1f", "command_wall_s": ".3g", "command_speedup": ".2f", "cpu_s_per_1k_samples": ".3g", "val_accuracy": ".4f", "val_auc": ".4f",
+          "fit_s": ".1f", "startup_s": ".1f", "command_wall_s": ".3g", "command_speedup": ".2f", "cpu_s_per_1k_samples": ".3g", "val_accuracy": ".4f", "val_auc": ".4f",
           "val_accuracy_gap": "+.4f", "epoch_ratio_vs_multi": ".2f", "val_accuracy_vs_multi": "+.4f"}
 
 

@@ -28,14 +28,18 @@ KEYS: dict[str, dict[str, str]] = {
         "format": '"perfkit-analysis"', "version": f"format version ({FORMAT_VERSION})",
         "generated": "UTC time of the analysis", "baseline": "{run_id, chosen}: the baseline and how it was chosen "
         "(run_id null when there is none; chosen then says why)",
-        "verdict": "list of plain sentences generated from the figures", "runs": "one object per analysed run",
+        "verdict": "list of plain sentences generated from the figures, the answer first (speedup, the largest "
+        "cause of lost speed and its cost, the equal-workers what-if)",
+        "assumptions": "list: what each what-if assumed, one sentence per run and what-if (runs[] keep them too: "
+        "equal_assumptions, placement_assumptions)", "runs": "one object per analysed run",
         "epochs": "per run and epoch (convergence)", "workers": "per run and worker",
         "processes": "per run and process", "hosts": "per run and host", "placement": "per run and host: the "
         "placement what-if (runs with several hosts)", "ops": "per run: top traced ops by self time",
         "excluded": "runs left out, with the reason",
         "verifications": "per verification run (`perfkit compare --verify`): the what-if it ran, predicted vs "
         "measured", "modes": "per mode (single, multi, ps): its latest run, synchronous against asynchronous "
-        "training", "warnings": "list of warnings (e.g. trace skipped)",
+        "training", "step_timeline": "per run, worker and step of the trace window: where each step starts and how "
+        "it splits, and the equal-workers what-if's steps", "warnings": "list of warnings (e.g. trace skipped)",
     },
     "runs": {
         "run_id": "run id", "is_baseline": "true for the baseline", "mode": "single, multi or ps",
@@ -48,7 +52,10 @@ KEYS: dict[str, dict[str, str]] = {
         "workers": "worker processes (1 for single)", "hosts": "hosts in the cluster", "epochs": "epochs recorded",
         "steady_epoch_s": "median epoch time (train + validation, worker 0) over the epochs after the first",
         "steady_is_warmup": "true when only one epoch ran (the figure includes warm-up)",
-        "fit_s": "first step start to last epoch end", "steady_samples_per_s": "median training samples/s "
+        "fit_s": "first step start to last epoch end",
+        "startup_s": "command to first step: the run's launch (the command's start for the first run of a command, "
+        "the run's own start for a later one, e.g. the multi run of perfkit compare) to the earliest first step",
+        "steady_samples_per_s": "median training samples/s "
         "over the epochs after the first", "samples": "training samples (all workers, all epochs)",
         "steady_epoch_samples": "median samples of the epochs after the first (all workers); 0 when no batch was read",
         "cpu_s": "CPU-seconds of every worker process over the training window (launcher left out)",
@@ -189,8 +196,21 @@ KEYS: dict[str, dict[str, str]] = {
         "val_accuracy_gap": "minus the baseline's", "epoch_ratio_vs_multi": "the multi run's steady epoch / this "
         "one (> 1: faster than synchronous training)", "val_accuracy_vs_multi": "this minus the multi run's",
         "val_auc_vs_multi": "this minus the multi run's"},
+    "step_timeline": {
+        "run_id": "the run (several synchronous workers with a split)",
+        "kind": '"run" (a worker\'s recorded step) or "equal workers" (the same step as the equal-workers what-if '
+        'would run it, the trace\'s cost left in)',
+        "worker": "worker index; -1 for the what-if row", "epoch": "epoch", "step": "step within the epoch",
+        "start_s": "its start, seconds since the window's first step (the step records' clock)",
+        "step_s": "its recorded duration (the what-if: predicted)",
+        "input_s": "input, scaled to the recorded step (the split's input x step_s / the split's step)",
+        "compute_s": "compute and framework time (busy), scaled likewise", "wait_s": "exposed all-reduce spent "
+        "waiting for the slowest worker, scaled likewise", "transfer_s": "exposed all-reduce every worker paid, "
+        "scaled likewise", "overlap_s": "all-reduce hidden under compute, scaled likewise (null: unknown)",
+        "straggler": "this worker computed longest in this step"},
 }
-TABLES = ("runs", "epochs", "workers", "processes", "hosts", "placement", "ops", "excluded", "verifications", "modes")
+TABLES = ("runs", "epochs", "workers", "processes", "hosts", "placement", "ops", "excluded", "verifications", "modes",
+          "step_timeline")
 
 
 def keys_markdown() -> str:
@@ -224,7 +244,7 @@ def to_dict(a: Analysis) -> dict[str, Any]:
 
     out: dict[str, Any] = {"format": "perfkit-analysis", "version": FORMAT_VERSION, "generated": utc_now(),
                            "baseline": {"run_id": a.baseline_id, "chosen": a.baseline_note},
-                           "verdict": list(a.verdict)}
+                           "verdict": list(a.verdict), "assumptions": list(a.assumptions)}
     for section in TABLES:
         out[section] = _rows(getattr(a, section), section)
     out["warnings"] = list(a.warnings)

@@ -1,0 +1,383 @@
+"""A run -> the events of one timeline: every worker's steps, epochs, validation, restarts, CPU% and RSS, and
+its traced window's TensorFlow events, on one clock (for ``perfkit export``, ``renderers/perfetto.py``).
+
+Clock: steps, epochs and CPU samples are recorded on each machine's ``time.monotonic_ns`` (the sampler runs
+in the launcher, or in the process it samples, on the same machine). Each is moved onto the wall clock with
+run.json's anchors (wall = mono + anchor_wall_ns - anchor_mono_ns): a worker's steps and epochs with its own
+anchor, a part's CPU samples with the median anchor of its workers (the launcher records none). The
+captures' events are on the wall clock already (``xplane.capture_events``). Every time is then counted from
+the run's earliest one (``origin_wall_ns``), in ns; the renderer writes microseconds.
+
+Unlike ``LoadedRun.record``, which keeps each epoch's final attempt, every recorded step and epoch is here,
+with its ``attempt``: a restarted cluster's earlier attempts are part of what happened.
+
+The cap (``max_events`` in the file, metadata aside; XProf's trace viewer stops at a million events): steps,
+epochs, validation, restarts, counters and the Keras ``train`` step markers are always kept; the traced
+window's other events beyond the cap are dropped shortest first (a slice is never shorter than one nested
+in it, so what is kept still nests), and ``Cap`` says how many and up to what duration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfkit.analysis.load import LoadedRun
+from perfkit.analysis.tracetables import profile_workers
+from perfkit.profiler import xplane
+from perfkit.results import RunMeta, RunRecord
+
+DEFAULT_MAX_EVENTS = 1_000_000
+SLICE_COLUMNS = ("pid", "tid", "ts_ns", "dur_ns", "name", "cat", "epoch", "step", "attempt", "samples", "op_type")
+INSTANT_COLUMNS = ("pid", "tid", "ts_ns", "name", "cat", "scope", "detail")
+COUNTER_COLUMNS = ("pid", "tid", "ts_ns", "name", "key", "value")
+TRACK_COLUMNS = ("pid", "tid", "name", "sort_index")  # tid -1: the process track itself
+COUNTER_TID, STEPS_TID, EPOCHS_TID = 0, 1, 2  # tids of every process; 10+k: lane k of overlapping steps
+LINE_TID = 100  # the capture's line i (one OS thread) is tid 100 + i
+_WALL_2001 = 10**18  # ns: a capture without its start time has times from 0, which no wall clock reads
+ALWAYS_KEPT = ("step", "epoch", "validation", "step_marker")  # slice categories the cap never drops
+CAP_RULE = ("at most max_events events (metadata aside): steps, epochs, validation, restarts, counters and Keras "
+            "train markers always kept; the traced window's other events beyond it dropped shortest first")
+
+
+@dataclass(frozen=True)
+class Cap:
+    """What the event cap did to the traced window's events."""
+
+    max_events: int  # 0: no cap
+    trace_events: int  # trace events before the cap (markers included)
+    dropped: int
+    dropped_s: float  # their summed duration
+    longest_dropped_ns: int  # every dropped event was at most this long
+    rule: str = CAP_RULE
+
+
+@dataclass(frozen=True)
+class TraceEvents:
+    """One run's timeline. Times are ns from ``origin_wall_ns``; ``tracks`` names every pid and tid used."""
+
+    run_id: str
+    origin_wall_ns: int
+    slices: pd.DataFrame  # SLICE_COLUMNS; epoch/step/attempt/samples -1 and op_type "" where not applicable
+    instants: pd.DataFrame  # INSTANT_COLUMNS
+    counters: pd.DataFrame  # COUNTER_COLUMNS
+    tracks: pd.DataFrame  # TRACK_COLUMNS
+    cap: Cap
+    workers: tuple[int, ...]  # every worker (task) with a process track; launchers have their own
+    traced: tuple[int, ...]  # workers whose traced window is in
+    notes: tuple[str, ...]  # what is missing and why, in words
+
+    def counts(self) -> dict[str, int]:
+        """Events by kind, as the file holds them (metadata left out)."""
+        cat = self.slices["cat"]
+        kinds = {"steps": "step", "epochs": "epoch", "validation": "validation", "step_markers": "step_marker"}
+        out = {k: int((cat == v).sum()) for k, v in kinds.items()}
+        out["trace_events"] = int((~cat.isin(ALWAYS_KEPT)).sum())
+        out["collectives"] = int((cat == "collective").sum())
+        return {**out, "instants": len(self.instants), "counters": len(self.counters)}
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One run directory's records on the wall clock (ns, absolute), and its workers' captures."""
+
+    steps: pd.DataFrame
+    epochs: pd.DataFrame
+    cpu: pd.DataFrame
+    captures: tuple[tuple[int, xplane.CaptureEvents], ...]
+    restarts: tuple[dict, ...]
+    notes: tuple[str, ...]
+
+
+def trace_events(run: LoadedRun, max_events: int = DEFAULT_MAX_EVENTS) -> TraceEvents:
+    """Every worker's records and traced window of ``run`` as slices, instants and counters on one clock."""
+    parts = [_load_part(p) for p in run.paths]
+    pids = _pids(run.meta, parts)
+    steps = pd.concat([p.steps for p in parts], ignore_index=True)
+    epochs = pd.concat([p.epochs for p in parts], ignore_index=True)
+    cpu = pd.concat([p.cpu for p in parts], ignore_index=True)
+    trace = [(w, c) for p in parts for w, c in p.captures]
+    restarts = [r for p in parts for r in p.restarts]
+    origin = _origin(steps, epochs, cpu, trace, restarts)
+    records = pd.concat([_step_slices(steps, pids, origin), _epoch_slices(epochs, pids, origin)], ignore_index=True)
+    instants = _instants(steps, restarts, pids, origin)
+    counters = _counters(cpu, pids, origin)
+    trace_slices, cap = _capped(_trace_slices(trace, pids, origin), max_events,
+                                len(records) + len(instants) + len(counters))
+    slices = pd.concat([records, trace_slices], ignore_index=True)
+    # Per track by start, a parent before the slices it holds (same start: the longer first), the order in
+    # which a trace viewer nests slices that start together.
+    slices = slices.iloc[np.lexsort((-slices["dur_ns"].to_numpy(), slices["ts_ns"].to_numpy(),
+                                     slices["tid"].to_numpy(), slices["pid"].to_numpy()))].reset_index(drop=True)
+    why = [n for p in parts for n in p.notes]
+    notes = _trace_notes(run, {w for w, _ in trace}, bool(why)) + why
+    tracks = _tracks(run.meta, pids, slices, instants, counters, dict(trace))
+    return TraceEvents(run.run_id, origin, slices, instants, counters, tracks, cap,
+                       tuple(sorted(w for w, _ in pids if w >= 0)), tuple(sorted({w for w, _ in trace})),
+                       tuple(notes))
+
+
+# -- reading a part -------------------------------------------------------------------------------------
+
+
+def _load_part(path: Path) -> _Part:
+    """Every attempt's rows of one run directory, moved onto the wall clock, and its captures."""
+    record = RunRecord.load(path)  # the raw tables: LoadedRun.record keeps only final attempts
+    meta = record.run
+    own = {w.index: w.anchor_wall_ns - w.anchor_mono_ns for w in meta.workers
+           if w.anchor_wall_ns and w.anchor_mono_ns is not None}
+    median = sorted(own.values())[len(own) // 2] if own else None
+    # Without anchors a part's records stay on its one monotonic clock: only its captures cannot be placed.
+    captured = any(w.get("status") == "captured" for w in profile_workers(meta).values())
+    notes = [f"{path.name}: traced window left out: no wall-clock anchor in run.json to place it"] \
+        if median is None and captured else []
+
+    def wall(df: pd.DataFrame, cols: tuple[str, ...], by_worker: bool) -> pd.DataFrame:
+        if df.empty:
+            return df
+        shift = df["worker"].map(own).fillna(median or 0) if by_worker else pd.Series(median or 0, df.index)
+        return df.assign(**{c: df[c].astype("int64") + shift.astype("int64") for c in cols})
+
+    captures, why = _captures(path, meta) if median is not None else ((), [])
+    return _Part(steps=wall(_with_attempt(record.steps), ("t_start_ns", "t_end_ns"), True),
+                 epochs=wall(_with_attempt(record.epochs), ("t_start_ns", "t_end_ns"), True),
+                 cpu=wall(record.cpu, ("t_ns",), False), captures=captures,
+                 restarts=tuple(r for r in meta.restarts if isinstance(r, dict)), notes=tuple(notes + why))
+
+
+def _with_attempt(df: pd.DataFrame) -> pd.DataFrame:
+    """Runs recorded before restarts existed have no ``attempt`` column: all their rows are attempt 0."""
+    return df if "attempt" in df.columns or df.empty else df.assign(attempt=0)
+
+
+def _captures(path: Path, meta: RunMeta) -> tuple[tuple[tuple[int, xplane.CaptureEvents], ...], list[str]]:
+    """Each captured worker's events (its final attempt's capture, the one run.json names)."""
+    out, notes = [], []
+    for k, entry in sorted(profile_workers(meta).items(), key=lambda kv: int(kv[0])):
+        if entry.get("status") != "captured" or not entry.get("file"):
+            continue
+        try:
+            capture = xplane.capture_events(path / str(entry["file"]))
+        except xplane.XPlaneError as exc:
+            notes.append(f"worker {k}: traced window left out: {exc}")
+            continue
+        if not capture.events.empty and int(capture.events["start_ns"].min()) < _WALL_2001:
+            notes.append(f"worker {k}: traced window left out: its capture records no wall-clock start")
+            continue
+        out.append((int(k), capture))
+    return tuple(out), notes
+
+
+def _trace_notes(run: LoadedRun, traced: set[int], unread: bool) -> list[str]:
+    """Why the file has no traced window, or whose is missing (parameter servers trace none); first, the
+    notes on each capture that could not be used follow."""
+    if not traced:
+        why = "no capture could be used" if unread else run.no_trace or "no capture"
+        return ["no traced window" + ("" if why == "no trace window" else f": {why}")]
+    missing = sorted({w.index for w in run.meta.workers if w.role != "ps"} - traced)
+    if not missing:
+        return []
+    return [f"no traced window of worker{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"]
+
+
+# -- pids, origin ----------------------------------------------------------------------------------------
+
+
+def _pids(meta: RunMeta, parts: list[_Part]) -> dict[tuple[int, str], int]:
+    """(worker, "") -> pid for every worker (pid = index + 1), then (-1, host) for each part's launcher."""
+    workers = {w.index for w in meta.workers} | {int(w) for p in parts for df in (p.steps, p.epochs, p.cpu)
+                                                 if not df.empty for w in df["worker"].unique() if int(w) >= 0}
+    pids = {(w, ""): w + 1 for w in sorted(workers)}
+    launchers = sorted({str(h) for p in parts if not p.cpu.empty
+                        for h in p.cpu.loc[p.cpu["worker"] < 0, "host"].unique()})
+    base = max(pids.values(), default=0) + 1
+    return {**pids, **{(-1, h): base + i for i, h in enumerate(launchers)}}
+
+
+def _origin(steps: pd.DataFrame, epochs: pd.DataFrame, cpu: pd.DataFrame,
+            trace: list[tuple[int, xplane.CaptureEvents]], restarts: list[dict]) -> int:
+    firsts = [int(df[c].min()) for df, c in ((steps, "t_start_ns"), (epochs, "t_start_ns"), (cpu, "t_ns"))
+              if not df.empty]
+    firsts += [int(c.events["start_ns"].min()) for _, c in trace if not c.events.empty]
+    firsts += [int(r["t_wall_ns"]) for r in restarts if isinstance(r.get("t_wall_ns"), int)]
+    return min(firsts, default=0)
+
+
+# -- slices ----------------------------------------------------------------------------------------------
+
+
+def _slices(n: int, **cols: object) -> pd.DataFrame:
+    """A slice frame of ``n`` rows: the columns given, the rest at their 'not applicable' value."""
+    blank: dict[str, object] = {"epoch": -1, "step": -1, "attempt": -1, "samples": -1, "op_type": ""}
+    data = {c: cols.get(c, blank.get(c)) for c in SLICE_COLUMNS}
+    # Text columns stay object arrays: pandas' default string dtype would copy every name into Arrow (a third
+    # of the export's time on a quick run) only for the renderer to read them back as Python strings.
+    texts = ("name", "cat", "op_type")
+    return pd.DataFrame({c: pd.Series(np.asarray(v if isinstance(v, (np.ndarray, pd.Series, list)) else [v] * n,
+                                                 dtype=object if c in texts else "int64"),
+                                      dtype=object if c in texts else "int64") for c, v in data.items()})
+
+
+def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Lane of each interval (sorted by start) so that no two on one lane overlap: a slice track must nest,
+    and steps timed by another process (ParameterServerStrategy) can overlap. One lane when none do."""
+    if len(start) < 2 or (start[1:] >= np.maximum.accumulate(end)[:-1]).all():
+        return np.zeros(len(start), dtype="int64")
+    ends: list[int] = []
+    lane = np.zeros(len(start), dtype="int64")
+    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist())):
+        free = next((k for k, last in enumerate(ends) if last <= s), len(ends))
+        ends[free:free + 1] = [e]
+        lane[i] = free
+    return lane
+
+
+def _step_slices(steps: pd.DataFrame, pids: dict[tuple[int, str], int], origin: int) -> pd.DataFrame:
+    """Step slices ("e<epoch> s<step>") on each worker's steps track; overlapping ones on extra lanes."""
+    if steps.empty:
+        return _slices(0)
+    df = steps.sort_values(["worker", "t_start_ns"], kind="stable")
+    start, end = df["t_start_ns"].to_numpy("int64"), df["t_end_ns"].to_numpy("int64")
+    worker = df["worker"].to_numpy("int64")
+    lane = np.zeros(len(df), dtype="int64")
+    for w in np.unique(worker):
+        mine = worker == w
+        lane[mine] = _lanes(start[mine], end[mine])
+    epoch, step = df["epoch"].to_numpy("int64"), df["step"].to_numpy("int64")
+    names = [f"e{e} s{s}" for e, s in zip(epoch.tolist(), step.tolist())]
+    return _slices(len(df), pid=[pids[(int(w), "")] for w in worker], tid=np.where(lane == 0, STEPS_TID, 10 + lane),
+                   ts_ns=start - origin, dur_ns=np.maximum(end - start, 0), name=names, cat="step", epoch=epoch,
+                   step=step, attempt=df["attempt"].to_numpy("int64"),
+                   samples=df["samples"].fillna(-1).to_numpy("int64"))
+
+
+def _epoch_slices(epochs: pd.DataFrame, pids: dict[tuple[int, str], int], origin: int) -> pd.DataFrame:
+    """Epoch slices, each with its validation nested in it: from the end of training, ``val_s`` long."""
+    if epochs.empty:
+        return _slices(0)
+    start, end = epochs["t_start_ns"].to_numpy("int64"), epochs["t_end_ns"].to_numpy("int64")
+    pid = [pids[(int(w), "")] for w in epochs["worker"]]
+    epoch, attempt = epochs["epoch"].to_numpy("int64"), epochs["attempt"].to_numpy("int64")
+    whole = _slices(len(epochs), pid=pid, tid=EPOCHS_TID, ts_ns=start - origin, dur_ns=np.maximum(end - start, 0),
+                    name=[f"epoch {e}" for e in epoch.tolist()], cat="epoch", epoch=epoch, attempt=attempt)
+    val_start = np.minimum(start + np.round(epochs["train_s"].fillna(0).to_numpy() * 1e9).astype("int64"), end)
+    val_end = np.minimum(val_start + np.round(epochs["val_s"].fillna(0).to_numpy() * 1e9).astype("int64"), end)
+    has = val_end > val_start
+    val = _slices(int(has.sum()), pid=list(np.asarray(pid)[has]), tid=EPOCHS_TID, ts_ns=val_start[has] - origin,
+                  dur_ns=(val_end - val_start)[has], name="validation", cat="validation", epoch=epoch[has],
+                  attempt=attempt[has])
+    return pd.concat([whole, val], ignore_index=True)
+
+
+def _trace_slices(trace: list[tuple[int, xplane.CaptureEvents]], pids: dict[tuple[int, str], int],
+                  origin: int) -> pd.DataFrame:
+    frames = []
+    for worker, capture in trace:
+        ev = capture.events
+        marker = ev["epoch"].to_numpy() >= 0
+        cat = np.where(marker, "step_marker", ev["category"].replace("", "other").to_numpy(dtype=object))
+        frames.append(_slices(len(ev), pid=pids[(worker, "")], tid=LINE_TID + ev["line"].to_numpy("int64"),
+                              ts_ns=ev["start_ns"].to_numpy("int64") - origin,
+                              dur_ns=(ev["end_ns"] - ev["start_ns"]).to_numpy("int64"),
+                              name=ev["name"].to_numpy(dtype=object), cat=cat, epoch=ev["epoch"].to_numpy(),
+                              step=ev["step"].to_numpy(), op_type=ev["op_type"].to_numpy(dtype=object)))
+    return pd.concat(frames, ignore_index=True) if frames else _slices(0)
+
+
+def _capped(trace: pd.DataFrame, max_events: int, kept: int) -> tuple[pd.DataFrame, Cap]:
+    """The trace events that fit in ``max_events`` (0: all) beside the ``kept`` events always in the file:
+    the step markers, then the others longest first."""
+    marker = (trace["cat"] == "step_marker").to_numpy()
+    others = np.flatnonzero(~marker)
+    budget = max(0, max_events - kept - int(marker.sum()))
+    if not max_events or len(others) <= budget:
+        return trace, Cap(max_events, len(trace), 0, 0.0, 0)
+    dur = trace["dur_ns"].to_numpy()
+    order = others[np.argsort(-dur[others], kind="stable")]  # longest first; ties: earlier rows first
+    keep, drop = np.sort(np.concatenate([np.flatnonzero(marker), order[:budget]])), order[budget:]
+    cap = Cap(max_events, len(trace), len(drop), float(dur[drop].sum()) / 1e9, int(dur[drop].max()))
+    return trace.iloc[keep].reset_index(drop=True), cap
+
+
+# -- instants, counters, tracks --------------------------------------------------------------------------
+
+
+def _instants(steps: pd.DataFrame, restarts: list[dict], pids: dict[tuple[int, str], int],
+              origin: int) -> pd.DataFrame:
+    """run.json's restarts (on the launcher's track, global), and the first step of each worker's every
+    attempt after its first (on its steps track)."""
+    rows = []
+    launcher = min((p for (w, _), p in pids.items() if w < 0), default=min(pids.values(), default=1))
+    for r in restarts:
+        if isinstance(r.get("t_wall_ns"), int):
+            what = "TF profiler crash" if r.get("profiler_crash") else "failure"
+            rows.append((launcher, COUNTER_TID, r["t_wall_ns"] - origin, f"restart: attempt {r.get('attempt')}",
+                         "restart", "g", f"{what}: {r.get('after') or ''}".strip()))
+    if not steps.empty:
+        firsts = steps.sort_values("t_start_ns").groupby(["worker", "attempt"], as_index=False).first()
+        for f in firsts[firsts["attempt"] > firsts.groupby("worker")["attempt"].transform("min")].itertuples():
+            rows.append((pids[(int(f.worker), "")], STEPS_TID, int(f.t_start_ns) - origin,
+                         f"attempt {int(f.attempt)}", "restart", "t",
+                         f"first step of attempt {int(f.attempt)}: epoch {int(f.epoch)} step {int(f.step)}"))
+    return pd.DataFrame(rows, columns=list(INSTANT_COLUMNS)).astype({"pid": "int64", "tid": "int64",
+                                                                     "ts_ns": "int64"})
+
+
+def _counters(cpu: pd.DataFrame, pids: dict[tuple[int, str], int], origin: int) -> pd.DataFrame:
+    """CPU% and RSS of each sampled process, on its worker's (or launcher's) track; a worker with several
+    processes (children) gets one counter per process, named by its OS pid."""
+    if cpu.empty:
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c in ("pid", "tid", "ts_ns") else "float64"
+                                          if c == "value" else object) for c in COUNTER_COLUMNS})
+    worker = cpu["worker"].astype("int64")
+    key = [(int(w), "" if w >= 0 else str(h)) for w, h in zip(worker, cpu["host"])]
+    track = pd.Series([pids[k] for k in key], index=cpu.index)
+    several = cpu.groupby(track)["pid"].transform("nunique") > 1
+    suffix = np.where(several, " pid " + cpu["pid"].astype("int64").astype(str), "")
+    frames, ts = [], cpu["t_ns"].astype("int64") - origin
+    for name, unit, col in (("CPU", "percent", "cpu_percent"), ("RSS", "bytes", "rss_bytes")):
+        value = cpu[col].astype("float64")
+        ok = np.isfinite(value.to_numpy())  # JSON has no NaN: a sample without a value is left out
+        frames.append(pd.DataFrame({"pid": track[ok], "tid": COUNTER_TID, "ts_ns": ts[ok],
+                                    "name": (name + pd.Series(suffix, index=cpu.index))[ok], "key": unit,
+                                    "value": value[ok]}))
+    out = pd.concat(frames, ignore_index=True)
+    return out.sort_values(["pid", "name", "ts_ns"], kind="stable", ignore_index=True)
+
+
+def _tracks(meta: RunMeta, pids: dict[tuple[int, str], int], slices: pd.DataFrame, instants: pd.DataFrame,
+            counters: pd.DataFrame, captures: dict[int, xplane.CaptureEvents]) -> pd.DataFrame:
+    """A name for every process and every (pid, tid) an event uses."""
+    hosts = {**{i: h for i, h in meta.cluster.host_of().items()},
+             **{w.index: w.host for w in meta.workers if w.host}}
+    roles = {w.index: w.role for w in meta.workers}
+    rows = []
+    for (w, host), pid in pids.items():
+        role = roles.get(w) or "worker"
+        role = "worker" if role in ("worker", "trainer") else role
+        name = f"launcher ({host})" if w < 0 else f"{role} {w} ({hosts.get(w) or '?'})"
+        rows.append((pid, -1, name, pid))
+    worker_of = {pid: w for (w, _), pid in pids.items()}
+    lines = {w: (c.lines, set(c.events.loc[c.events["epoch"] >= 0, "line"].tolist())) for w, c in captures.items()}
+    used = pd.concat([df[["pid", "tid"]] for df in (slices, instants, counters)]).drop_duplicates()
+    for pid, tid in sorted(map(tuple, used.to_numpy("int64").tolist())):
+        rows.append((pid, tid, *_thread(tid, *lines.get(worker_of.get(pid, -1), ((), set())))))
+    return pd.DataFrame(rows, columns=list(TRACK_COLUMNS))
+
+
+def _thread(tid: int, names: tuple[str, ...], main: set[int]) -> tuple[str, int]:
+    """A thread track's name and sort index: steps, epochs, then the capture's threads (the Python main
+    thread, which holds the step markers, first), numbered where one name has several lines."""
+    fixed = {COUNTER_TID: "counters", STEPS_TID: "steps", EPOCHS_TID: "epochs"}
+    if tid in fixed:
+        return fixed[tid], tid
+    if tid < LINE_TID:
+        return f"steps (overlapping, lane {tid - 10 + 1})", tid
+    line = tid - LINE_TID
+    name = names[line] if line < len(names) else f"thread {line}"
+    nth = names[:line].count(name)
+    return (f"{name} #{nth + 1}" if nth else name), (LINE_TID - 1 if line in main else tid)
+
