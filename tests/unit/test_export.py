@@ -136,7 +136,8 @@ def test_an_unknown_format_names_the_choice(tmp_path: Path, capsys: pytest.Captu
 
 def _traced_run(root: Path) -> list[Path]:
     """A 2-host run (one worker each, each part on its own clock) holding the tiny run's two captures, each
-    worker's anchor set so that its recorded step (epoch 1, step 2) starts where its capture's marker does."""
+    worker's anchor set so that its recorded step (epoch 1, step 2) starts where its capture's marker does,
+    and its step (1, 3) recorded where that marker is, as a real run records them."""
     parts = write_run(root, RID, hosts=(("a", 1.0, 1), ("b", 1.0, 1)), parts=True, steps=5)
     for w, part in enumerate(parts):
         rel = json.loads((part / "run.json").read_text())["profile"]["workers"][str(w)]["file"]
@@ -148,6 +149,12 @@ def _traced_run(root: Path) -> list[Path]:
         mono = int(steps.loc[(steps["epoch"] == 1) & (steps["step"] == 2), "t_start_ns"].iloc[0])
         meta = json.loads((part / "run.json").read_text())
         set_meta(part, workers=[{**meta["workers"][0], "anchor_wall_ns": marker, "anchor_mono_ns": mono}])
+        m3 = ev[(ev["epoch"] == 1) & (ev["step"] == 3)].iloc[0]
+        at = (steps["epoch"] == 1) & (steps["step"] == 3)
+        steps.loc[at, "t_start_ns"] = int(m3["start_ns"]) - marker + mono
+        steps.loc[at, "t_end_ns"] = int(m3["end_ns"]) - marker + mono
+        steps.loc[at, "duration_s"] = (int(m3["end_ns"]) - int(m3["start_ns"])) / 1e9
+        steps.to_parquet(part / "workers" / str(w) / "steps.parquet")
     return parts
 
 
@@ -173,6 +180,23 @@ def test_traced_ops_collectives_and_markers_line_up_with_the_steps(tmp_path: Pat
         names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["pid"] == pid and e["name"] == "thread_name"}
         assert {"steps", "epochs", "counters", "python3", "tf_Compute"} <= names
     assert "2 workers" in line and "collectives) of worker(s) 0, 1" in line
+
+
+@pytest.mark.tf
+def test_a_capture_whose_clock_is_off_is_placed_by_its_step_markers(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Measured on CI: a capture 22 ms away from its worker's anchored steps. The markers place it."""
+    parts = _traced_run(tmp_path)
+    meta = json.loads((parts[1] / "run.json").read_text())
+    shifted = {**meta["workers"][0], "anchor_wall_ns": meta["workers"][0]["anchor_wall_ns"] + 22_000_000}
+    set_meta(parts[1], workers=[shifted])
+    path, line = _export(tmp_path, RID, capsys)
+    events = check_format(read_trace(path))
+    for pid, (w, _) in worker_pids(events).items():
+        markers = {(e["args"]["epoch"], e["args"]["step"]): e for e in of(events, "X", "step_marker", pid)}
+        steps = {(e["args"]["epoch"], e["args"]["step"]): e for e in of(events, "X", "step", pid)}
+        assert markers[1, 2]["ts"] == pytest.approx(steps[1, 2]["ts"], abs=0.002), w
+    assert "worker 1: its capture's clock was +22.0 ms off its step records; placed by its 2 step markers" in line
 
 
 @pytest.mark.tf
