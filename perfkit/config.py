@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from enum import Enum
 from typing import Any
 
@@ -64,6 +65,103 @@ def parse_class_weight(text: str) -> dict[int, float]:
     return weights
 
 
+# -- the trainer's tuning knobs (docs/tuning.md) ---------------------------------------------------------
+
+METRICS_CHOICES = ("full", "minimal")
+ALL_REDUCE_CHOICES = ("ring", "auto", "nccl")
+KNOB_FLAGS = {"steps_per_execution": "--steps-per-execution", "metrics": "--metrics",
+              "bytes_per_pack": "--bytes-per-pack", "all_reduce": "--all-reduce", "prefetch": "--prefetch"}
+# Which strategy each knob is a setting of: the CommunicationOptions of MultiWorkerMirroredStrategy do not
+# exist under MirroredStrategy (one process: no collective between workers) nor ParameterServerStrategy (no
+# all-reduce), and perfkit's ParameterServerStrategy chief times each worker's step in the step's graph,
+# which it does one step per call (trainer/worker/ps.py).
+KNOB_MODES = {"steps_per_execution": ("single", "multi"), "metrics": ("single", "multi", "ps"),
+              "bytes_per_pack": ("multi",), "all_reduce": ("multi",), "prefetch": ("single", "multi", "ps")}
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """How perfkit's own trainer runs a workload, beyond what it computes: each knob is one TensorFlow
+    setting (docs/tuning.md). The defaults are what perfkit did before the knobs existed."""
+
+    steps_per_execution: int = 1  # Model.compile(steps_per_execution=K): K batches per tf.function call
+    metrics: str = "full"  # "minimal": the loss and accuracy only (fewer metric variables to reduce)
+    bytes_per_pack: int = 0  # CommunicationOptions(bytes_per_pack=N); 0: TensorFlow's default (one pack)
+    all_reduce: str = "ring"  # CommunicationOptions(implementation=RING | AUTO | NCCL)
+    prefetch: int | str = "auto"  # the input pipeline's ds.prefetch(N); "auto": tf.data.AUTOTUNE, 0: none
+
+    def __post_init__(self) -> None:
+        spe, pack = self.steps_per_execution, self.bytes_per_pack
+        if not _is_int(spe) or spe < 1:
+            raise UsageError(f"--steps-per-execution: {spe!r} is not an integer >= 1")
+        if not _is_int(pack) or pack < 0:
+            raise UsageError(f"--bytes-per-pack: {pack!r} is not an integer >= 0 (0: TensorFlow's default)")
+        for name, choices in (("metrics", METRICS_CHOICES), ("all_reduce", ALL_REDUCE_CHOICES)):
+            value = str(getattr(self, name)).strip().lower()
+            if value not in choices:
+                raise UsageError(f"{KNOB_FLAGS[name]}: {getattr(self, name)!r} is not one of {', '.join(choices)}")
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "prefetch", parse_prefetch(self.prefetch))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Knobs:
+        """Inverse of ``to_dict``; missing keys (a run recorded before a knob existed) take the default."""
+        names = {f.name for f in dataclass_fields(cls)}
+        return cls(**{k: v for k, v in (d or {}).items() if k in names})
+
+    def changed(self) -> dict[str, Any]:
+        """The knobs that differ from the defaults, in field order."""
+        default = Knobs()
+        return {f.name: getattr(self, f.name) for f in dataclass_fields(self)
+                if getattr(self, f.name) != getattr(default, f.name)}
+
+    def describe(self) -> str:
+        """The non-default knobs as text, e.g. ``steps_per_execution=4, metrics=minimal``; "" when none."""
+        return ", ".join(f"{k}={v}" for k, v in self.changed().items())
+
+    def not_applied(self, mode: str) -> dict[str, Any]:
+        """The non-default knobs that ``mode``'s strategy has no such setting for."""
+        return {k: v for k, v in self.changed().items() if mode not in KNOB_MODES[k]}
+
+    def for_mode(self, mode: str) -> Knobs:
+        """These knobs with those that do not apply to ``mode`` back at their defaults."""
+        default = Knobs()
+        return replace(self, **{k: getattr(default, k) for k in self.not_applied(mode)})
+
+    def check_mode(self, mode: str) -> None:
+        """A one-line UsageError for a knob given with a mode it does not apply to (``perfkit run``)."""
+        for name in self.not_applied(mode):
+            where = " or ".join(f"--mode {m}" for m in KNOB_MODES[name])
+            raise UsageError(f"{KNOB_FLAGS[name]}: only with {where} ({_WHY_NOT[name]}); --mode {mode} has none")
+
+
+_WHY_NOT = {
+    "steps_per_execution": "perfkit's ParameterServerStrategy chief times the workers' steps one per call",
+    "bytes_per_pack": "an option of MultiWorkerMirroredStrategy's all-reduce",
+    "all_reduce": "an option of MultiWorkerMirroredStrategy's all-reduce",
+    "metrics": "", "prefetch": "",
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_prefetch(value: Any) -> int | str:
+    """``auto`` or an integer >= 0 (given as an int or as text) -> "auto" or that int."""
+    if _is_int(value) and value >= 0:
+        return int(value)
+    text = str(value).strip().lower()
+    if text == "auto":
+        return "auto"
+    if text.isdigit():
+        return int(text)
+    raise UsageError(f"--prefetch: {value!r} is not 'auto' or an integer >= 0 (0: no prefetch)")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that decides what a run computes; stored whole in run.json."""
@@ -84,6 +182,7 @@ class RunConfig:
     # A lost capture is tried again in a later attempt or epoch this many times (docs/tf-profiler-crash.md).
     profile_retries: int = 3
     workload: str = "botdetector"  # or a user's module:attr / file.py:attr (perfkit/workloads)
+    knobs: Knobs = field(default_factory=Knobs)  # the trainer's tuning knobs (docs/tuning.md)
 
     def __post_init__(self) -> None:
         checks = (
@@ -99,6 +198,12 @@ class RunConfig:
             if not ok:
                 raise UsageError(f"{flag}: {why}")
         object.__setattr__(self, "profile_steps", tracewindow.check_spec(self.profile_steps))
+        if isinstance(self.knobs, dict):
+            object.__setattr__(self, "knobs", Knobs.from_dict(self.knobs))
+        if self.knobs.prefetch == 0 and self.workload != "botdetector":
+            raise UsageError(f"--prefetch: 0 takes the prefetch out of the built-in botdetector's pipeline; "
+                             f"perfkit cannot take one out of --workload {self.workload}'s own train_dataset "
+                             f"(N >= 1 adds ds.prefetch(N) after it; auto leaves it as it is)")
         self.check_batch(self.train_players, self.test_players)
 
     def check_batch(self, n_train: int, n_test: int) -> None:
@@ -106,7 +211,9 @@ class RunConfig:
         for what, n in (("training", n_train), ("validation", n_test)):
             if self.batch_size > n:
                 raise UsageError(f"--batch-size: {self.batch_size} is larger than the {n} {what} sequences")
-        tracewindow.resolve(self.profile_steps, n_train // self.batch_size, self.epochs)  # a window past the end
+        # A window past the end; with several batches per execution the window counts executions.
+        steps = tracewindow.executions_per_epoch(n_train // self.batch_size, self.knobs.steps_per_execution)
+        tracewindow.resolve(self.profile_steps, steps, self.epochs)
 
     @classmethod
     def from_preset(cls, mode: Mode, preset: str, **overrides: Any) -> RunConfig:
@@ -134,6 +241,7 @@ class RunConfig:
         fields = dict(d)
         fields["mode"] = Mode(fields["mode"])
         fields["class_weight"] = {int(k): float(v) for k, v in fields["class_weight"].items()}
+        fields["knobs"] = Knobs.from_dict(fields.get("knobs"))  # a config recorded before the knobs: defaults
         return cls(**fields)
 
     def to_dict(self) -> dict[str, Any]:

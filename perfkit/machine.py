@@ -62,3 +62,28 @@ def command_started_ns() -> int:
     from perfkit._started import run_origin_ns
 
     return run_origin_ns()
+
+
+def nvidia_gpus() -> int:
+    """NVIDIA GPUs this process could use, counted without importing TensorFlow (the CLI checks
+    ``--all-reduce nccl`` before anything runs): the driver's ``/proc/driver/nvidia/gpus/*`` entries, else
+    the ``/dev/nvidiaN`` device nodes (a container is often given those without the driver's /proc), and none
+    when ``CUDA_VISIBLE_DEVICES`` hides them all ("" or "-1"). Whether TensorFlow was built with CUDA is not
+    known here: a CPU-only TensorFlow then fails in the workers, with TensorFlow's own error."""
+    import os
+    import re
+
+    gpus = Path("/proc/driver/nvidia/gpus")
+    try:
+        found = len([p for p in gpus.iterdir() if p.is_dir()]) if gpus.is_dir() else 0
+        if not found:
+            found = len([p for p in Path("/dev").glob("nvidia*") if re.fullmatch(r"nvidia\d+", p.name)])
+    except OSError:
+        found = 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        shown = [d for d in visible.split(",") if d.strip()]
+        if not shown or shown[0].strip() == "-1":
+            return 0
+        found = min(found, len(shown))
+    return found

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis import cpu as cpu_fig
+from perfkit.analysis.advice import advice_table
 from perfkit.analysis.answer import assumption_lines
 from perfkit.analysis.command import NO_STEPS, command_row, exit_codes, stepless, stepless_worker_rows, worker_indices
 from perfkit.analysis.load import LoadedRun
@@ -45,6 +46,7 @@ class _RunFigures:
     timeline: pd.DataFrame
     ops: pd.DataFrame
     steps_timeline: pd.DataFrame
+    advice: pd.DataFrame
 
 
 def analyze(paths: Sequence[Path] | None, results_dir: Path, baseline_id: str | None = None) -> Analysis:
@@ -63,6 +65,7 @@ def analyze_selection(sel: Selection) -> Analysis:
         processes=_cat([f.processes for f in figures]), hosts=_cat([f.hosts for f in figures]),
         placement=_cat([f.placement for f in figures]), cpu_timeline=_cat([f.timeline for f in figures]),
         ops=_cat([f.ops for f in figures]), step_timeline=_cat([f.steps_timeline for f in figures]),
+        advice=_cat([f.advice for f in figures]),
         excluded=pd.DataFrame([vars(e) for e in sel.excluded], columns=["run_id", "path", "reason"]),
         verifications=verification_table({r.run_id: r.meta for r in sel.runs}, runs,
                                          _cat([f.workers for f in figures])),
@@ -142,7 +145,9 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         placement=(strag.placement if strag is not None else pd.DataFrame()).assign(**tag),
         timeline=cpu_fig.cpu_timeline(cpu).assign(**tag), ops=_top_ops(run).assign(**tag),
         steps_timeline=(step_timeline(split, rec, model) if strag is not None and run.num_workers > 1
-                        else pd.DataFrame()).assign(**tag))
+                        else pd.DataFrame()).assign(**tag),
+        advice=(advice_table(split, run.trace, model, row, rec.run) if model is not None and split is not None
+                else pd.DataFrame()).assign(**tag))
 
 
 def _last_metrics(epochs: pd.DataFrame) -> dict[str, float]:

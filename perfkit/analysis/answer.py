@@ -102,3 +102,20 @@ def assumption_lines(a: Analysis) -> list[str]:
         if present(getattr(row, "placement_assumptions", None)):
             lines.append(f"{row.run_id}, placement: {row.placement_assumptions}.")
     return lines
+
+
+def advice_line(row: Any, a: Analysis) -> str | None:
+    """The first piece of advice that names a change (advice.py), and how many more there are."""
+    adv = a.advice[a.advice["run_id"] == row.run_id] if not a.advice.empty else a.advice
+    if adv.empty:
+        return None
+    # the what-if lines already state the straggler's remedy: the first option perfkit can run is news
+    usable = adv[adv["knob"].map(lambda k: present(k) and k.startswith("--"))]
+    top = (usable if not usable.empty else adv).iloc[0]
+    change = f"try {top.knob}" if present(top.knob) else f"change {top.api}"
+    span = (f" ({top.predicted_lo:.2f}–{top.predicted_hi:.2f}x)"
+            if ok(top.predicted_lo) and ok(top.predicted_hi) and top.predicted_hi != top.predicted_lo else "")
+    more = len(adv) - 1
+    rest = f"; {more} more in the advice table" if more else ""
+    return (f"Advice: {top.cause} costs {top.cost_share:.0%} of a steady epoch: {change}, predicted "
+            f"{top.predicted_speedup:.2f}x{span} ({top.tried}){rest}.")

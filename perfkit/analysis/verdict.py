@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from perfkit.analysis.answer import answer_line
+from perfkit.analysis.answer import advice_line, answer_line
 from perfkit.analysis.command import STEP_FIGURES
 from perfkit.analysis.stragglers import FLAG_BELOW
 from perfkit.analysis.verify import verification_lines
@@ -77,6 +77,7 @@ def run_lines(row: Any, base: Any, a: Analysis) -> list[str]:
         lines += _straggler_lines(row, a, est)
         lines += _network_lines(row, est)
         lines += _what_if_lines(row, base, a, est)
+        lines.append(advice_line(row, a) or "")
     elif row.workers > 1:
         lines.append(f"Stragglers and the what-if are not computed ({row.split_note}).")
     lines += _cpu_lines(row, base, a)

@@ -65,6 +65,26 @@ AllowUnenforced = Annotated[bool, typer.Option("--allow-unenforced", help="multi
                                                "CPU budgets cannot be enforced (figures that use budgets are then "
                                                "marked).")]
 
+# The trainer's tuning knobs (docs/tuning.md), the same on run and compare; perfkit.config.Knobs checks them.
+StepsPerExecution = Annotated[int, typer.Option(help="Batches per call of the training function: Keras "
+                                                "compile(steps_per_execution=K) (single, multi).")]
+Metrics = Annotated[str, typer.Option(help="full: the workload's own metrics; minimal: the loss and accuracy "
+                                      "only (fewer metric states to all-reduce).")]
+BytesPerPack = Annotated[int, typer.Option(help="multi: all-reduce pack size, CommunicationOptions(bytes_per_pack="
+                                           "N); 0: TensorFlow's default.")]
+AllReduce = Annotated[str, typer.Option(help="multi: all-reduce implementation, ring (the CPU collective), auto or "
+                                        "nccl (GPUs only).")]
+Prefetch = Annotated[str, typer.Option(help="Input pipeline prefetch buffer in batches: auto (tf.data.AUTOTUNE), "
+                                       "N, or 0 for none.")]
+
+
+def knobs(steps_per_execution: int, metrics: str, bytes_per_pack: int, all_reduce: str, prefetch: str) -> Any:
+    """The knob flags as one ``perfkit.config.Knobs`` (which checks them)."""
+    from perfkit.config import Knobs
+
+    return Knobs(steps_per_execution=steps_per_execution, metrics=metrics, bytes_per_pack=bytes_per_pack,
+                 all_reduce=all_reduce, prefetch=prefetch)
+
 
 class WarningsOnly(NullObserver):
     """``--quiet``: no progress, but what the user must know (an exposed server, unenforced budgets)."""

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from perfkit.cli import _shared as opt
 from perfkit.cli._shared import Format, app, default_html_path, train_once, write_outputs
 from perfkit.config import PRESETS, Mode, RunConfig
 from perfkit.errors import UsageError
@@ -45,6 +46,11 @@ def compare_command(
                                        "cluster file's ps and chief, or --ps with --workers).")] = "single,multi",
     ps: Annotated[Optional[int], typer.Option("--ps", help="ps with --workers: parameter servers (default 1).",
                                               show_default=False)] = None,
+    steps_per_execution: opt.StepsPerExecution = 1,
+    metrics: opt.Metrics = "full",
+    bytes_per_pack: opt.BytesPerPack = 0,
+    all_reduce: opt.AllReduce = "ring",
+    prefetch: opt.Prefetch = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No training progress; still the verdict.")] = False,
 ) -> None:
     """Run single, then multi (and ps), on the same data, and say how much faster each was and why not more."""
@@ -53,15 +59,18 @@ def compare_command(
     if html is not None and html.is_dir():
         raise UsageError(f"--html: {html} is a directory; give a file path")
     # Everything is checked before the first minute of training is spent.
-    from perfkit.trainer.options import compare_clusters, parse_modes
+    from perfkit.trainer.options import compare_clusters, knobs_for_modes, parse_modes
     from perfkit.workloads import config_overrides
 
     chosen = parse_modes(modes)
+    # One set of knobs for every run; each mode gets those its strategy has (the rest recorded as not applied).
+    knobs = knobs_for_modes(opt.knobs(steps_per_execution, metrics, bytes_per_pack, all_reduce, prefetch), chosen)
     if verify and "multi" not in chosen:
         raise UsageError("--verify: verifies the multi run's what-if; add multi to --modes")
     profiling = {"profile_steps": "off" if no_profile else "auto", "profile_retries": profile_retries,
                  **config_overrides(workload, preset, None, None)}
-    cfgs = {m: RunConfig.from_preset(Mode(m), preset, epochs=epochs, label=label, **profiling) for m in chosen}
+    cfgs = {m: RunConfig.from_preset(Mode(m), preset, epochs=epochs, label=label, knobs=knobs[m][0], **profiling)
+            for m in chosen}
     if "ps" in cfgs:
         cfgs["ps"] = replace(cfgs["ps"], profile_steps="off")
     clusters = compare_clusters(cfgs, workers, cluster, ps, pin, connect_timeout, allow_unenforced)
@@ -76,12 +85,12 @@ def compare_command(
     checks = (["equal workers"] + (["placement"] if len(opts.cluster.hosts) > 1 else [])) if verify else []
     total = len(chosen) + 1 + len(checks)
     typer.echo(f"1/{total} single-machine baseline ({preset} preset)")
-    base = train_once(cfgs["single"], None, results_dir, None, quiet)
+    base = train_once(cfgs["single"], None, results_dir, None, quiet, **_extra(knobs["single"][1]))
     paths, notes = [base], []
     for i, (m, o) in enumerate(clusters.items(), start=2):
         ps_part = f" and {o.cluster.num_ps} parameter server(s), asynchronous" if m == "ps" else ""
         typer.echo(f"{i}/{total} {m} run: {o.cluster.num_workers} workers{ps_part} on {len(o.cluster.hosts)} host(s)")
-        paths.append(train_once(cfgs[m], o, results_dir, None, quiet))
+        paths.append(train_once(cfgs[m], o, results_dir, None, quiet, **_extra(knobs[m][1])))
     from perfkit.analysis.analyze import analyze
 
     analysis = analyze(paths, results_dir, base.name)
@@ -98,6 +107,11 @@ def compare_command(
         analysis = replace(analysis, verdict=(*analysis.verdict, *notes))
     typer.echo(f"{total}/{total} analysis")
     write_outputs(analysis, Format.table, None, html or default_html_path(results_dir), None, verdict_last=True)
+
+
+def _extra(meta: dict[str, Any]) -> dict[str, Any]:
+    """train_once's ``extra_meta`` when there is any (a knob not applied to this mode)."""
+    return {"extra_meta": meta} if meta else {}
 
 
 def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Path, quiet: bool, what: str) -> Path:

@@ -58,6 +58,11 @@ def run_command(
     cluster_from: opt.ClusterFrom = None,
     base_port: opt.BasePort = None,
     allow_unenforced: opt.AllowUnenforced = False,
+    steps_per_execution: opt.StepsPerExecution = 1,
+    metrics: opt.Metrics = "full",
+    bytes_per_pack: opt.BytesPerPack = 0,
+    all_reduce: opt.AllReduce = "ring",
+    prefetch: opt.Prefetch = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary; print only the run directory.")] = False,
 ) -> None:
     """Train a workload (default: the article's bot-player LSTM) once and record steps, epochs and CPU% under
@@ -73,7 +78,8 @@ def run_command(
         test_players=test_players, sequence_length=sequence_length, seed=seed,
         class_weight=parse_class_weight(class_weight), data_path=str(data) if data is not None else None,
         sample_interval=sample_interval, label=label, profile_steps="off" if no_profile else profile_steps,
-        profile_retries=profile_retries, **chosen,
+        profile_retries=profile_retries, knobs=opt.knobs(steps_per_execution, metrics, bytes_per_pack, all_reduce,
+                                                         prefetch), **chosen,
     )
     cfg, opts = for_mode(cfg, mode, workers=workers, cluster=cluster, host=host, task_index=task_index,
                          emulate=emulate, pin=pin, connect_timeout=connect_timeout, stall_timeout=stall_timeout,

@@ -47,17 +47,23 @@ class ClockAnchor:
 
 
 class StepLog:
-    """Live step and epoch records of one process. ``samples_per_step`` is this process's batch."""
+    """Live step and epoch records of one process. ``samples_per_step`` is this process's batch.
+
+    A record is one call of the training function: one batch, or with Keras' ``steps_per_execution`` K
+    one execution of up to K batches, whose ``step`` is its first batch (the ``step_num`` of tf-keras'
+    ``train`` trace marker around it) and whose samples are its batches x ``samples_per_step``."""
 
     def __init__(self, samples_per_step: int, clock: Callable[[], int] = time.monotonic_ns) -> None:
         self.samples_per_step = samples_per_step
         self.anchor = ClockAnchor.now()
         self._clock = clock
         self._steps: list[tuple[int, int, int, int]] = []
+        self._batches: list[int] = []  # batches of each record (1 unless several run per execution)
         self._epochs: list[dict[str, Any]] = []
         self._epoch = 0
         self._epoch_start = 0
         self._step_start = 0
+        self._step_first: int | None = None  # the first batch of the running execution, when told
         self._last_step_end = 0
         self._val_start: int | None = None
         self._val_end: int | None = None
@@ -66,21 +72,30 @@ class StepLog:
         self._epoch, self._epoch_start = epoch, self._clock() if at_ns is None else at_ns
         self._val_start = self._val_end = None
 
-    def step_begin(self) -> None:
+    def step_begin(self, step: int | None = None) -> None:
+        """A step (or an execution starting at batch ``step``) begins."""
         self._step_start = self._clock()
+        self._step_first = step
 
     def step_end(self, step: int) -> None:
+        """The step ends; ``step`` is the last batch it ran. Told where it began (``step_begin(first)``),
+        the record is of batches first..step, numbered ``first``."""
         self._last_step_end = self._clock()
-        self._steps.append((self._epoch, step, self._step_start, self._last_step_end))
+        first = self._step_first if self._step_first is not None and self._step_first <= step else step
+        self._step_first = None
+        self._steps.append((self._epoch, first, self._step_start, self._last_step_end))
+        self._batches.append(step - first + 1)
 
     def timed_step(self, step: int, start_ns: int, end_ns: int) -> None:
         """A step of the current epoch timed by the caller (a custom loop's step function call)."""
         self._last_step_end = end_ns
         self._steps.append((self._epoch, step, start_ns, end_ns))
+        self._batches.append(1)
 
     def add_step(self, epoch: int, step: int, start_ns: int, end_ns: int) -> None:
         """A step timed elsewhere (a ParameterServerStrategy worker times its own steps in the graph)."""
         self._steps.append((epoch, step, start_ns, end_ns))
+        self._batches.append(1)
 
     def validation_begin(self) -> None:
         self._val_start = self._clock()
@@ -126,7 +141,7 @@ class StepLog:
         df = pd.DataFrame(self._steps, columns=["epoch", "step", "t_start_ns", "t_end_ns"])
         df = df.astype({"epoch": "int32", "step": "int32", "t_start_ns": "int64", "t_end_ns": "int64"})
         df["duration_s"] = (df["t_end_ns"] - df["t_start_ns"]) / 1e9
-        df["samples"] = pd.Series([self.samples_per_step] * len(df), dtype="int64")
+        df["samples"] = pd.Series([b * self.samples_per_step for b in self._batches], dtype="int64")
         return df
 
     def epochs_frame(self) -> pd.DataFrame:
@@ -144,7 +159,11 @@ def keras_callback(log: StepLog, on_step: Callable[[int, int, Mapping[str, Any]]
                    base: type | None = None) -> Any:
     """A tf-keras Callback feeding ``log``; optional hooks let a progress display follow along. With
     ``batches=False`` it times epochs and validation only: ParameterServerStrategy refuses any callback
-    that defines batch hooks. ``base``: the Callback class of the Keras in use (tf-keras by default)."""
+    that defines batch hooks. ``base``: the Callback class of the Keras in use (tf-keras by default).
+
+    With ``compile(steps_per_execution=K)`` tf-keras calls ``on_train_batch_begin(first)`` and
+    ``on_train_batch_end(first + n - 1)`` once per execution of n <= K batches: one record each, of n
+    batches; ``on_step`` is told the last batch done, so a progress display counts batches as before."""
     from perfkit._tf import keras
 
     class _EpochRecorder(base or keras().callbacks.Callback):  # type: ignore[misc]
@@ -167,7 +186,7 @@ def keras_callback(log: StepLog, on_step: Callable[[int, int, Mapping[str, Any]]
 
     class _StepRecorder(_EpochRecorder):
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            log.step_begin()
+            log.step_begin(batch)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             log.step_end(batch)

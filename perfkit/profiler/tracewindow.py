@@ -84,6 +84,14 @@ def resolve(spec: str, steps_per_epoch: int, epochs: int) -> Window | None:
     return Window(first, last)
 
 
+def executions_per_epoch(steps_per_epoch: int, steps_per_execution: int = 1) -> int:
+    """Calls of the training function per epoch when each runs ``steps_per_execution`` batches (Keras'
+    ``compile(steps_per_execution=K)``; the last call of an epoch runs what is left). With K > 1 a "step" of
+    the trace window, of the step records and of the trace (tf-keras' ``train`` marker) is one execution."""
+    k = max(1, int(steps_per_execution))
+    return -(-int(steps_per_epoch) // k)
+
+
 def later_window(window: Window, done_steps: int, steps_per_epoch: int, epochs: int) -> Window | None:
     """The same window moved by whole epochs so that it starts after ``done_steps`` (the steps already
     trained), or None when no epoch is left for it: where a lost capture is tried again."""
@@ -277,11 +285,17 @@ def tf_capture(window: Window, target: CaptureTarget, on_change: Callable[[dict[
 
 
 def keras_callback(capture: TraceCapture, steps_per_epoch: int, base: type | None = None,
-                   markers: bool = False) -> Any:
+                   markers: bool = False, steps_per_execution: int = 1) -> Any:
     """A Keras Callback telling ``capture`` the global step number (1-based) around each step; it must come
     after the step recorder in the callback list, so profiler start/stop fall between recorded steps.
-    ``markers``: wrap each traced step in the ``train`` marker tf-keras emits itself and Keras 3 does not."""
+    ``markers``: wrap each traced step in the ``train`` marker tf-keras emits itself and Keras 3 does not.
+    ``steps_per_epoch`` counts batches; with ``steps_per_execution`` K > 1 Keras calls the batch hooks once
+    per execution (begin with its first batch, end with its last), and the capture is told executions:
+    global step = epoch x executions per epoch + first batch // K + 1 (``executions_per_epoch``)."""
     from perfkit._tf import keras
+
+    k = max(1, int(steps_per_execution))
+    per_epoch = executions_per_epoch(steps_per_epoch, k)
 
     class _TraceWindow(base or keras().callbacks.Callback):  # type: ignore[misc]
         _supports_tf_logs = True  # it reads no logs
@@ -295,7 +309,7 @@ def keras_callback(capture: TraceCapture, steps_per_epoch: int, base: type | Non
             self._epoch = epoch
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            capture.step_begin(self._epoch * steps_per_epoch + batch + 1)
+            capture.step_begin(self._epoch * per_epoch + batch // k + 1)
             if markers and capture.active:
                 from perfkit._tf import tf
 
@@ -306,7 +320,8 @@ def keras_callback(capture: TraceCapture, steps_per_epoch: int, base: type | Non
             if self._marker is not None:
                 self._marker.__exit__(None, None, None)
                 self._marker = None
-            capture.step_end(self._epoch * steps_per_epoch + batch + 1, last_of_epoch=batch + 1 == steps_per_epoch)
+            # ``batch`` is the execution's last batch: // K gives the execution it ends (a short last one too).
+            capture.step_end(self._epoch * per_epoch + batch // k + 1, last_of_epoch=batch + 1 == steps_per_epoch)
 
         def on_test_begin(self, logs: Any = None) -> None:
             capture.epoch_boundary()

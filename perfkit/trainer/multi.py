@@ -177,8 +177,10 @@ def _finish(run: RunDir, profile_spec: str, env: HostEnv, launcher: Launcher, sa
     run.update(cluster={**run.meta["cluster"], "cpu_budget": env.budget_meta()})
     status = "complete" if failure is None else failure.status
     workers = launcher.worker_records()
+    # perfkit's own workers say their fit's plan (batches and executions per epoch), as single mode does.
+    plan = next((w["plan"] for w in workers if w.get("plan") and "executions_per_epoch" in w["plan"]), None)
     run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
-               failure=failure.details if failure else None, workers=workers)
+               failure=failure.details if failure else None, workers=workers, **({"plan": plan} if plan else {}))
     for leftover in (run.path / "tensorboard").glob(".capture-*"):  # before the captures are recorded
         shutil.rmtree(leftover, ignore_errors=True)
     finish_traces(run, profile_spec, _captures(workers, restarts))

@@ -13,7 +13,7 @@ from typing import Any
 
 from perfkit import schedulers
 from perfkit.cluster import check_mode, load_cluster, local_cluster
-from perfkit.config import Mode, RunConfig
+from perfkit.config import KNOB_FLAGS, Knobs, Mode, RunConfig
 from perfkit.errors import UsageError
 from perfkit.events import Observer
 from perfkit.profiler.tracewindow import check_spec
@@ -30,7 +30,7 @@ def train(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, observer
     """One run: in this process (``opts`` None: single mode) or on a cluster of worker processes."""
     if opts is not None:
         return run_multi(cfg, opts, results_dir, observer, run_id=run_id, extra_meta=extra_meta)
-    return run_single(cfg, results_dir, observer, run_id=run_id)
+    return run_single(cfg, results_dir, observer, run_id=run_id, extra_meta=extra_meta)
 
 
 def for_mode(cfg: RunConfig, mode: Mode, *, workers: int | None, cluster: Path | None, host: str | None,
@@ -39,6 +39,8 @@ def for_mode(cfg: RunConfig, mode: Mode, *, workers: int | None, cluster: Path |
              allow_unenforced: bool, profile_steps: str) -> tuple[RunConfig, MultiOptions | None]:
     """``perfkit run``'s configuration and cluster for ``mode`` (no cluster in single mode), every flag
     checked against the mode."""
+    cfg.knobs.check_mode(mode.value)  # a knob this strategy has no such setting for: said, not ignored
+    check_knobs(cfg.knobs, [mode.value])
     if mode is not Mode.ps and ps is not None:
         raise UsageError("--ps: only with --mode ps")
     if mode is Mode.ps:
@@ -50,6 +52,30 @@ def for_mode(cfg: RunConfig, mode: Mode, *, workers: int | None, cluster: Path |
     opts = multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
                          cluster_from, base_port, mode=mode, ps=ps)
     return cfg, supervised(opts, stall_timeout, allow_unenforced)
+
+
+def check_knobs(knobs: Knobs, modes: list[str]) -> None:
+    """What the knobs need of this machine, checked before anything runs: NCCL all-reduce needs GPUs
+    (counted without importing TensorFlow: ``perfkit.machine.nvidia_gpus``)."""
+    from perfkit.machine import nvidia_gpus
+
+    if knobs.all_reduce == "nccl" and "multi" in modes and nvidia_gpus() == 0:
+        raise UsageError(f"{KNOB_FLAGS['all_reduce']}: nccl needs NVIDIA GPUs and this machine shows none "
+                         f"(/proc/driver/nvidia/gpus, /dev/nvidia*, CUDA_VISIBLE_DEVICES); use ring or auto")
+
+
+def knobs_for_modes(knobs: Knobs, modes: list[str]) -> dict[str, tuple[Knobs, dict[str, Any]]]:
+    """``perfkit compare``: each mode's knobs (those its strategy has no setting for back at their defaults)
+    and what its run.json records of the rest (``knobs_not_applied``), so that one set of flags serves
+    every run of the comparison."""
+    check_knobs(knobs, modes)
+    out: dict[str, tuple[Knobs, dict[str, Any]]] = {}
+    for m in modes:
+        dropped = knobs.not_applied(m)
+        meta = {"knobs_not_applied": {"knobs": dropped, "reason": f"--mode {m} has no such setting; "
+                                      f"compare applied them to the runs that have"}} if dropped else {}
+        out[m] = (knobs.for_mode(m), meta)
+    return out
 
 
 def supervised(opts: MultiOptions, stall_timeout: float, allow_unenforced: bool) -> MultiOptions:

@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 
 
 def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | None = None,
-               run_id: str | None = None) -> Path:
-    """Train once with MirroredStrategy and record it; returns the run directory."""
+               run_id: str | None = None, extra_meta: dict[str, Any] | None = None) -> Path:
+    """Train once with MirroredStrategy and record it; returns the run directory. ``extra_meta`` goes into
+    run.json as given (e.g. the knobs a comparison did not apply to this mode)."""
     observer = observer or NullObserver()
     begin_run()  # its "command to first step" counts from here when the command ran a run before
     results_dir = Path(results_dir)
@@ -41,7 +42,8 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
     cfg.check_batch(*map(int, workload.samples()))  # a user's file may hold fewer rows than the preset
     preflight(workload, cfg.workload, cfg.batch_size, 1)
     host = hostname()
-    run = RunDir.create(results_dir, rid, _initial_meta(cfg, data_info, info(cfg.workload, workload), host))
+    run = RunDir.create(results_dir, rid, {**_initial_meta(cfg, data_info, info(cfg.workload, workload), host),
+                                           **(extra_meta or {})})
     sampler = Sampler(cfg.sample_interval, [Target(os.getpid(), 0, "trainer", host)])
     steplog = StepLog(samples_per_step=cfg.batch_size)
     run.update(workers=[_worker_meta(0, host, steplog)])

@@ -68,7 +68,9 @@ def _retry_spec(launcher: Launcher, failure: Failure, retries: int) -> tuple[str
 
     window = (failure.details.get("profile") or {}).get("window") or {}
     statuses = [w.status for w in launcher.workers]
-    spe, epochs = statuses[0].get("steps_per_epoch"), statuses[0].get("epochs")
+    # The window counts executions: batches unless several run per call (--steps-per-execution).
+    spe = statuses[0].get("executions_per_epoch") or statuses[0].get("steps_per_epoch")
+    epochs = statuses[0].get("epochs")
     if retries <= 0 or not window:
         return "off", 0
     if not spe or not epochs:  # a custom loop's length is unknown ahead: its command starts over, same window

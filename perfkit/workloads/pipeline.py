@@ -34,7 +34,9 @@ def steps_per_epoch(n_samples: int, global_batch: int, what: str = "training") -
 
 
 def pipeline(x: np.ndarray, y: np.ndarray, global_batch: int, seed: int | None,
-              class_weight: Mapping[int, float] | None) -> Callable[[Any], Any]:
+              class_weight: Mapping[int, float] | None, prefetch: int | str = "auto") -> Callable[[Any], Any]:
+    """The bot detector's input: ``prefetch`` is the last stage's buffer (``--prefetch``): "auto" is
+    ``ds.prefetch(tf.data.AUTOTUNE)``, N > 0 ``ds.prefetch(N)`` batches, 0 no prefetch stage at all."""
     def make(ctx: Any) -> Any:
         t = tf()
         xs = t.constant(x)
@@ -59,7 +61,11 @@ def pipeline(x: np.ndarray, y: np.ndarray, global_batch: int, seed: int | None,
             ds = ds.map(rows, num_parallel_calls=t.data.AUTOTUNE)
         # No autotuner: its thread is joined when the iterator is destroyed (see device_datasets_without_autotune)
         # and the step is compute-bound (input get-next ~0.3 ms); AUTOTUNE values get TF's default parallelism.
-        return ds.prefetch(t.data.AUTOTUNE).with_options(_without_autotune())
+        if prefetch == "auto":
+            ds = ds.prefetch(t.data.AUTOTUNE)
+        elif int(prefetch) > 0:
+            ds = ds.prefetch(int(prefetch))
+        return ds.with_options(_without_autotune())
 
     return make
 
@@ -81,14 +87,17 @@ def eval_input(x: np.ndarray, y: np.ndarray, global_batch: int) -> Any:
     return keras().utils.experimental.DatasetCreator(pipeline(x, y, global_batch, None, None))
 
 
-def creator(make: Callable[[Any, int], Any], global_batch: int, spec: str, what: str) -> Any:
+def creator(make: Callable[[Any, int], Any], global_batch: int, spec: str, what: str,
+            prefetch: int | None = None) -> Any:
     """A ``DatasetCreator`` over a workload's ``make(input_context, global_batch)``: repeated (steps per epoch
     bound each epoch), and checked to batch at the per-replica size, which a synchronous step needs on
-    every worker."""
+    every worker. ``prefetch`` N > 0 adds ``ds.prefetch(N)`` after it (``--prefetch`` with a user's
+    workload, whose own pipeline perfkit does not change)."""
     def build(ctx: Any) -> Any:
         ds = make(ctx, global_batch)
         check_batch(ds, ctx.get_per_replica_batch_size(global_batch), spec, what)
-        return ds if _endless(ds) else ds.repeat()
+        ds = ds if _endless(ds) else ds.repeat()
+        return ds.prefetch(prefetch) if prefetch else ds
 
     return keras().utils.experimental.DatasetCreator(build)
 

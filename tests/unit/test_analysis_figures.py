@@ -413,3 +413,23 @@ def test_the_step_timeline_places_every_workers_steps_and_the_equal_workers_ones
     assert what["step_s"].to_numpy() == pytest.approx(0.35)
     assert run["start_s"].min() == 0 and what["start_s"].iloc[0] == 0
     assert (what["start_s"].diff().dropna() > 0).all() and run["start_s"].max() > what["start_s"].max()
+
+
+def test_advice_ranks_causes_by_their_share_of_a_steady_epoch_with_a_knob_and_a_prediction(tmp_path: Path) -> None:
+    """STRAG: 7.5 s steady epochs of 10 steps. Workers 0-2 wait 0.3 s for worker 3 (mean 0.225 s: 30%); the
+    0.1 s exposed transfer can hide under up to 2/3 of compute; other_s = 0.25 x busy (mean 0.275 s)."""
+    a = _pair(tmp_path)
+    adv = a.advice[a.advice["run_id"] == STRAG].set_index("rank")
+    assert list(adv.index) == list(range(1, len(adv) + 1)) and adv["cost_share"].is_monotonic_decreasing
+    wait, grad = adv.iloc[0], adv[adv["cause"].str.startswith("the gradient all-reduce")].iloc[0]
+    assert wait["cause"] == "waiting for the slowest worker" and wait["cost_share"] == pytest.approx(0.30)
+    assert wait["predicted_speedup"] == pytest.approx(7.5 / _run(a)["equal_epoch_s"])
+    assert grad["knob"] == "--bytes-per-pack 1048576" and grad["predicted_lo"] == pytest.approx(1.0)
+    assert grad["predicted_hi"] == pytest.approx(7.5 / 6.5) and grad["predicted_speedup"] == pytest.approx(7.5 / 7.0)
+    spe = adv[adv["knob"] == "--steps-per-execution 8"].iloc[0]
+    assert spe["cost_s"] == pytest.approx(0.25 * 0.275)
+    assert spe["predicted_hi"] == pytest.approx(7.5 / (7.5 - 10 * 0.25 * 0.275 * 7 / 8))
+    assert (a.advice["run_id"] != BASE).all(), "one worker: no advice"
+    assert any(v.startswith("Advice: the gradient all-reduce not hidden under compute costs 13% of a steady epoch: "
+                            "try --bytes-per-pack 1048576, predicted 1.07x (1.00–1.15x) (not yet); 4 more")
+               for v in a.verdict)

@@ -210,6 +210,21 @@ def _verdict(a: Analysis, console: Console) -> None:
     console.print()
 
 
+def advice_table(a: Analysis, run_id: str) -> Table:
+    """The causes of lost speed, ranked by their share of a steady epoch, with the knob and its prediction."""
+    t = _table(f"advice: {run_id}", ["#", "cause", "cost / step", "of epoch", "try", "predicted", "tried"],
+               left=_LEFT + ("cause", "try", "tried"))
+    for r in a.advice[a.advice["run_id"] == run_id].itertuples(index=False):
+        unit = " s/epoch" if r.cause == "validation" else " ms"
+        cost = fmt(r.cost_s, ".2f", unit) if r.cause == "validation" else fmt(r.cost_s * 1e3, ".1f", unit)
+        span = (f" ({fmt(r.predicted_lo, '.2f')}–{fmt(r.predicted_hi, '.2f')})"
+                if r.predicted_hi != r.predicted_lo else "")
+        t.add_row(str(r.rank), r.cause, cost, fmt(r.cost_share, ".0%"), r.knob if _true(r.knob) else r.api,
+                  fmt(r.predicted_speedup, ".2f", "x") + span, r.tried)
+    t.caption = "predicted: steady epoch speedup of that change alone, its range in brackets (JSON: basis)"
+    return t
+
+
 def _tables(a: Analysis, console: Console) -> None:
     if not a.runs.empty:
         if len(_stepless(a)) < len(a.runs):  # some run has steps
@@ -224,6 +239,8 @@ def _tables(a: Analysis, console: Console) -> None:
                 console.print(workers_table(a, r.run_id))
             if isinstance(r.split_source, str) and r.split_source:
                 console.print(split_table(a, r.run_id, r.split_note))
+            if not a.advice.empty and (a.advice["run_id"] == r.run_id).any():
+                console.print(advice_table(a, r.run_id))
         for frame, table in ((a.processes, processes_table), (a.hosts, hosts_table),
                              (a.placement, placement_table), (a.epochs, convergence_table), (a.ops, ops_table)):
             if not frame.empty:

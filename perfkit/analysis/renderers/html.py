@@ -50,6 +50,9 @@ def page(a: Analysis) -> str:
     if len(a.modes) > 1:
         sections.append("<h2>Strategies compared (latest run of each mode)</h2>" + _table_html(
             a.modes, list(_MODE_COLS), _MODE_COLS))
+    for run_id, adv in (a.advice.groupby("run_id", sort=False) if not a.advice.empty else []):
+        sections.append(f"<h2>Advice: {html.escape(str(run_id))}</h2>" + _table_html(adv, list(_ADVICE_COLS),
+                                                                                     _ADVICE_COLS))
     sections.append("<h2>Runs</h2>" + _runs_html(a))
     if not a.processes.empty:
         sections.append("<h2>CPU and memory per process (training window, or a run's whole life when it has no "
@@ -276,10 +279,14 @@ _MODE_COLS = {"mode": "mode", "strategy": "strategy", "run_id": "run id", "worke
               "steady_epoch_s": "steady epoch s", "speedup": "speedup", "efficiency": "efficiency",
               "step_shares": "steps per worker", "val_accuracy": "val acc", "val_accuracy_gap": "vs baseline",
               "epoch_ratio_vs_multi": "epoch: multi / this", "val_accuracy_vs_multi": "val acc vs multi"}
+_ADVICE_COLS = {"rank": "#", "cause": "cause", "cost_share": "of epoch", "knob": "perfkit option", "api": "TensorFlow",
+                "predicted_speedup": "predicted", "predicted_lo": "low", "predicted_hi": "high", "basis": "basis",
+                "tried": "tried"}
 _PROC_COLS = {"run_id": "run id", "worker": "worker", "role": "role", "host": "host", "pid": "pid",
               "cpu_mean": "CPU mean %", "cpu_p95": "CPU p95 %", "budget_share_mean": "of host budget",
               "cpu_s": "CPU-s", "rss_peak_mib": "peak RSS MiB"}
-_SPECS = {"cpu_mean": ".0f", "cpu_p95": ".0f", "budget_share_mean": ".0%", "cpu_s": ",.1f", "rss_peak_mib": ",.0f",
+_SPECS = {"cost_share": ".0%", "predicted_speedup": ".2f", "predicted_lo": ".2f", "predicted_hi": ".2f",
+          "cpu_mean": ".0f", "cpu_p95": ".0f", "budget_share_mean": ".0%", "cpu_s": ",.1f", "rss_peak_mib": ",.0f",
           "steady_epoch_s": ".1f", "steady_samples_per_s": ",.0f", "speedup": ".2f", "efficiency": ".0%",
           "fit_s": ".1f", "startup_s": ".1f", "command_wall_s": ".3g", "command_speedup": ".2f", "cpu_s_per_1k_samples": ".3g", "val_accuracy": ".4f", "val_auc": ".4f",
           "val_accuracy_gap": "+.4f", "epoch_ratio_vs_multi": ".2f", "val_accuracy_vs_multi": "+.4f"}

@@ -38,7 +38,8 @@ KEYS: dict[str, dict[str, str]] = {
         "excluded": "runs left out, with the reason",
         "verifications": "per verification run (`perfkit compare --verify`): the what-if it ran, predicted vs "
         "measured", "modes": "per mode (single, multi, ps): its latest run, synchronous against asynchronous "
-        "training", "step_timeline": "per run, worker and step of the trace window: where each step starts and how "
+        "training", "advice": "per run: the causes of lost speed ranked by their share of a steady epoch, each with "
+        "its knob and predicted gain", "step_timeline": "per run, worker and step of the trace window: where each step starts and how "
         "it splits, and the equal-workers what-if's steps", "warnings": "list of warnings (e.g. trace skipped)",
     },
     "runs": {
@@ -196,6 +197,14 @@ KEYS: dict[str, dict[str, str]] = {
         "val_accuracy_gap": "minus the baseline's", "epoch_ratio_vs_multi": "the multi run's steady epoch / this "
         "one (> 1: faster than synchronous training)", "val_accuracy_vs_multi": "this minus the multi run's",
         "val_auc_vs_multi": "this minus the multi run's"},
+    "advice": {
+        "run_id": "the run (several synchronous workers with a split)", "rank": "1: the largest cost",
+        "cause": "what loses speed", "cost_s": "its time per step, traced (validation: seconds per epoch)",
+        "cost_share": "its share of a steady epoch", "knob": "the perfkit option to try (null: none; a launched "
+        "script: change its code)", "api": "the TensorFlow line that does it", "predicted_speedup": "steady epoch "
+        "speedup of that change alone, the middle of its range", "predicted_lo": "the range's low end",
+        "predicted_hi": "its high end", "basis": "what the prediction assumes",
+        "tried": "not yet, not tried (a launched script), or not a perfkit option"},
     "step_timeline": {
         "run_id": "the run (several synchronous workers with a split)",
         "kind": '"run" (a worker\'s recorded step) or "equal workers" (the same step as the equal-workers what-if '
@@ -210,7 +219,7 @@ KEYS: dict[str, dict[str, str]] = {
         "straggler": "this worker computed longest in this step"},
 }
 TABLES = ("runs", "epochs", "workers", "processes", "hosts", "placement", "ops", "excluded", "verifications", "modes",
-          "step_timeline")
+          "step_timeline", "advice")
 
 
 def keys_markdown() -> str:

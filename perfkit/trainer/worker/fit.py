@@ -17,17 +17,21 @@ from perfkit.events import Observer
 from perfkit.profiler import scalars, tracewindow
 from perfkit.profiler.steps import StepLog, keras_callback
 from perfkit.profiler.tracewindow import CaptureTarget
-from perfkit.workloads import pipeline
+from perfkit.workloads import BUILTIN, compiled, pipeline
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class FitPlan:
-    steps_per_epoch: int
+    steps_per_epoch: int  # batches
     validation_steps: int  # whole global batches: the last partial one is left out on every worker
     local_batch: int
     params: int
+    # Batches per call of the training function (--steps-per-execution, or the workload's own compile), and
+    # the calls per epoch: what a step record, a trace window step and a traced "train" marker each are.
+    steps_per_execution: int = 1
+    executions_per_epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -76,14 +80,23 @@ def fit(cfg: RunConfig, workload: Any, strategy: Any, steplog: StepLog, observer
     steps = pipeline.steps_per_epoch(int(n_train), cfg.batch_size)
     val_steps = pipeline.steps_per_epoch(int(n_eval), cfg.batch_size, "validation")
     observer.phase("building the input pipeline and the model")
-    train = pipeline.creator(workload.train_dataset, cfg.batch_size, cfg.workload, "train_dataset")
-    val = pipeline.creator(workload.eval_dataset, cfg.batch_size, cfg.workload, "eval_dataset")
+    # The built-in workload's pipeline takes --prefetch itself; a user's gets ds.prefetch(N) added after it.
+    extra = cfg.knobs.prefetch if cfg.workload != BUILTIN and isinstance(cfg.knobs.prefetch, int) else None
+    train = pipeline.creator(workload.train_dataset, cfg.batch_size, cfg.workload, "train_dataset", extra)
+    val = pipeline.creator(workload.eval_dataset, cfg.batch_size, cfg.workload, "eval_dataset", extra)
     with strategy.scope():
         model = workload.build_model()
+        knobs = cfg.knobs.for_mode(cfg.mode.value)  # what this strategy has (compare runs every mode alike)
+        model = compiled.apply_knobs(model, knobs.steps_per_execution, knobs.metrics)
+    per_call = compiled.steps_per_execution_of(model)
     plan = FitPlan(steps_per_epoch=steps, validation_steps=val_steps, local_batch=local_batch,
-                   params=int(model.count_params()))
+                   params=int(model.count_params()), steps_per_execution=per_call,
+                   executions_per_epoch=tracewindow.executions_per_epoch(steps, per_call))
     log.info("model %s: %d parameters; %d steps/epoch of %d samples per process", model.name, plan.params,
              steps, local_batch)
+    if per_call > 1 or knobs.changed():
+        log.info("knobs: %s; %d batch(es) per execution, %d executions per epoch", knobs.describe() or "defaults",
+                 per_call, plan.executions_per_epoch)
     if on_plan is not None:
         on_plan(plan)
     observer.training_started(cfg.epochs, steps, cpu)
@@ -114,15 +127,17 @@ def _add_instruments(callbacks: list[Any], cfg: RunConfig, plan: FitPlan,
                      instruments: Instruments) -> tracewindow.TraceCapture | None:
     if instruments.scalars_dir is not None:
         callbacks.append(scalars.keras_callback(instruments.scalars_dir))
-    window = tracewindow.resolve(cfg.profile_steps, plan.steps_per_epoch, cfg.epochs)
+    # The window counts executions (batches when there is one per execution, as by default).
+    window = tracewindow.resolve(cfg.profile_steps, plan.executions_per_epoch, cfg.epochs)
     if window is None or instruments.capture is None:
         return None
     # One process alone may try a failed capture again in a later epoch; the workers of a cluster must
     # trace the same steps, so there the launcher retries them all together (trainer.supervise.supervise).
     retries = cfg.profile_retries if cfg.mode.value == "single" else 0
     capture = tracewindow.tf_capture(window, instruments.capture, instruments.on_capture, retries,
-                               plan.steps_per_epoch, cfg.epochs)
-    callbacks.append(tracewindow.keras_callback(capture, plan.steps_per_epoch))
+                               plan.executions_per_epoch, cfg.epochs)
+    callbacks.append(tracewindow.keras_callback(capture, plan.steps_per_epoch,
+                                                steps_per_execution=plan.steps_per_execution))
     return capture
 
 

@@ -113,16 +113,24 @@ class WorkerPart:
             self.status.write(warning=f"the global batch {global_batch} does not divide among "
                                       f"{self.ctx.num_workers} workers")
 
-    def started(self, epochs: int, steps_per_epoch: int | None) -> None:
-        """fit began: its plan is known (Keras' params), the trace window can be placed."""
+    def started(self, epochs: int, steps_per_epoch: int | None, steps_per_execution: int = 1) -> None:
+        """fit began: its plan is known (Keras' params), the trace window can be placed. With a model compiled
+        with ``steps_per_execution`` K > 1 Keras' batch hooks run once per execution: the window counts
+        executions, and the plan says so."""
         self.plan = {"epochs": epochs, "steps_per_epoch": steps_per_epoch, "global_batch": self.global_batch}
+        per_epoch = steps_per_epoch
+        if steps_per_execution > 1:
+            if steps_per_epoch:
+                per_epoch = tracewindow.executions_per_epoch(steps_per_epoch, steps_per_execution)
+            self.plan.update(steps_per_execution=steps_per_execution, executions_per_epoch=per_epoch)
+            self.status.write(executions_per_epoch=per_epoch)
         self.status.write(plan=self.plan)
         self.observer.training_started(epochs, steps_per_epoch or 0, lambda: None)
         if not steps_per_epoch:
             self.status.write(profile={"status": "skipped", "error": "steps per epoch unknown (give fit steps_per_epoch)",
                                        "window": None, "file": None, "attempt": self.ctx.attempt})
             return
-        window = tracewindow.resolve(self.ctx.profile_steps, steps_per_epoch, epochs)
+        window = tracewindow.resolve(self.ctx.profile_steps, per_epoch, epochs)
         if window is None:
             return
         # One process alone may try a failed capture again later; the workers of a cluster must trace the
@@ -130,7 +138,7 @@ class WorkerPart:
         retries = self.ctx.profile_retries if self.ctx.num_workers == 1 else 0
         target = tracewindow.CaptureTarget(self.run_dir, session=self.ctx.run_id, host_name=f"{self.ctx.host}-w{self.ctx.index}")
         self.capture = tracewindow.tf_capture(window, target, lambda r: self.status.write(
-            profile={**r, "attempt": self.ctx.attempt}), retries, steps_per_epoch, epochs)
+            profile={**r, "attempt": self.ctx.attempt}), retries, per_epoch, epochs)
 
     def end(self, exc: BaseException | None) -> tuple[str, str | None]:
         """Stop what was started, save everything; the run's outcome as (status, error)."""
@@ -161,11 +169,14 @@ def _window_callback(part: WorkerPart) -> Any:
         inner: Any = None
 
         def on_train_begin(self, logs: Any = None) -> None:
+            from perfkit.workloads.compiled import steps_per_execution_of
+
             params = self.params or {}
-            part.started(int(params.get("epochs") or 0), params.get("steps"))
+            per_call = steps_per_execution_of(self.model) if self.model is not None else 1
+            part.started(int(params.get("epochs") or 0), params.get("steps"), per_call)
             if part.capture is not None:
                 self.inner = tracewindow.keras_callback(part.capture, int(params["steps"]), part.base,
-                                                        markers=part.keras3)
+                                                        markers=part.keras3, steps_per_execution=per_call)
 
         def _pass(self, hook: str, *args: Any) -> None:
             if self.inner is not None:

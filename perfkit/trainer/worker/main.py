@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ def _train(run_dir: Path, cfg: RunConfig, cluster: ClusterSpec, launch: dict[str
     workload = resolve(cfg)  # the user named it: importing their module here is what they asked for
     prepare_workload(workload, cfg.workload, Path(launch["cache_dir"]), trains_here=False)
     status.write(state="connecting")
-    strategy, info = multi_worker()
+    strategy, info = multi_worker(cfg.knobs.bytes_per_pack, cfg.knobs.all_reduce)
     status.write(state="joined", replicas=info.replicas)
     backup = Path(launch["backup_dir"]) if launch.get("backup_dir") else None
     index, host = status.index, launch["workers"][str(status.index)]["host"]
@@ -91,7 +92,8 @@ def _train(run_dir: Path, cfg: RunConfig, cluster: ClusterSpec, launch: dict[str
         capture=CaptureTarget(run_dir, session=str(launch.get("run_id", run_dir.name)), host_name=f"{host}-w{index}"),
         scalars_dir=run_dir / "tensorboard" / f"w{index}", on_capture=lambda r: status.write(profile={**r, "attempt": int(launch.get("attempt", 0))}))
     fit(cfg, workload, strategy, steplog, StatusObserver(status, save), cpu=lambda: None,
-        num_workers=cluster.num_workers, backup_dir=backup, instruments=instruments,
+        num_workers=cluster.num_workers, backup_dir=backup, instruments=instruments, on_plan=lambda plan: status.write(
+            plan=asdict(plan), executions_per_epoch=plan.executions_per_epoch),
         after_fit=lambda model: _calibrate(strategy, model, status) if cluster.num_workers > 1 else None)
 
 

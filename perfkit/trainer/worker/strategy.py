@@ -24,15 +24,21 @@ def mirrored() -> tuple[Any, StrategyInfo]:
     return strategy, StrategyInfo("MirroredStrategy", int(strategy.num_replicas_in_sync), devices)
 
 
-def multi_worker() -> tuple[Any, StrategyInfo]:
-    """MultiWorkerMirroredStrategy from TF_CONFIG, with ring all-reduce (the CPU collective).
+IMPLEMENTATIONS = {"ring": "RING", "auto": "AUTO", "nccl": "NCCL"}  # --all-reduce -> CommunicationImplementation
+
+
+def multi_worker(bytes_per_pack: int = 0, all_reduce: str = "ring") -> tuple[Any, StrategyInfo]:
+    """MultiWorkerMirroredStrategy from TF_CONFIG, with its collectives as ``--all-reduce`` and
+    ``--bytes-per-pack`` say: ``CommunicationOptions(bytes_per_pack=N, implementation=RING | AUTO | NCCL)``.
+    The default (ring, 0) is the CPU collective with TensorFlow's own packing (every gradient in one pack).
 
     The constructor blocks until every worker of the cluster has registered: callers run it under a
     watchdog (see trainer.worker.main).
     """
     t = tf()
     options = t.distribute.experimental.CommunicationOptions(
-        implementation=t.distribute.experimental.CommunicationImplementation.RING)
+        bytes_per_pack=int(bytes_per_pack),
+        implementation=getattr(t.distribute.experimental.CommunicationImplementation, IMPLEMENTATIONS[all_reduce]))
     strategy = t.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     devices = tuple(strategy.extended.worker_devices)
     return strategy, StrategyInfo("MultiWorkerMirroredStrategy", int(strategy.num_replicas_in_sync), devices)

@@ -54,13 +54,14 @@ class BotDetector:
         from perfkit.workloads.pipeline import pipeline
 
         d = self._prepared()
-        return pipeline(d.x_train, d.y_train, global_batch, self.cfg.seed, self.cfg.class_weight)(input_context)
+        return pipeline(d.x_train, d.y_train, global_batch, self.cfg.seed, self.cfg.class_weight,
+                        self.cfg.knobs.prefetch)(input_context)
 
     def eval_dataset(self, input_context: Any, global_batch: int) -> Any:
         from perfkit.workloads.pipeline import pipeline
 
         d = self._prepared()
-        return pipeline(d.x_test, d.y_test, global_batch, None, None)(input_context)
+        return pipeline(d.x_test, d.y_test, global_batch, None, None, self.cfg.knobs.prefetch)(input_context)
 
     def data_info(self) -> dict[str, Any]:
         """The prepared data as single mode records it (players, bot shares, the standardiser's source)."""

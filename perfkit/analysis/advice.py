@@ -1,0 +1,179 @@
+"""Advice: the causes of lost speed of a synchronous multi-worker run, ranked by what they cost a steady
+epoch, each with the knob that acts on it and the gain predicted from this run's own figures
+(docs/figures.md, "advice"; ``perfkit tune`` runs them and reports predicted against measured).
+
+Per compared step (the trace's, or the CPU-seconds estimate's), means over workers and steps:
+
+- metric and loss reductions: ``small = collective_total_s - allreduce_max_s`` (every collective's time but
+  the longest one), when a step holds more than one collective. tf-keras reduces every metric's state
+  across the workers on every batch (steps_per_execution does not change that: measured), so ``--metrics
+  minimal`` saves from half to all of it;
+- per-step framework time: the trace's other_s (Python, dispatch, callbacks); ``steps_per_execution`` K
+  pays it once per call of K batches: saved from 0 to other_s x (1 - K0/K);
+- the gradient all-reduce not hidden under compute: ``max(0, transfer_s - small)``. ``bytes_per_pack``
+  splits it so that early packs reduce during the backward pass: saved from 0 (on shared cores the
+  exchange competes with compute) up to min(that, 2/3 of busy, the backward pass's usual share);
+- waiting for the straggler: the equal-workers what-if (whatif.py) is its prediction and interval;
+- input: input_s; a larger prefetch hides from none of it up to all;
+- validation: the steady epochs' validation time; validating every other epoch saves half of it.
+
+A step's saving becomes the steady epoch's as ``E' = E - steps_per_epoch x saved x r`` (r: the trace's own
+cost taken out, as in the what-if); the predicted speedup is E / E'. Central figures are the middle of each
+range, and the range is the interval: what it assumes is in ``basis``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfkit.analysis.stragglers import StepSplit
+from perfkit.analysis.whatif import StepModel
+from perfkit.results import RunMeta
+
+ADVICE_COLUMNS = ["rank", "cause", "cost_s", "cost_share", "knob", "api", "predicted_speedup", "predicted_lo",
+                  "predicted_hi", "basis", "tried"]
+TRY_K = 8  # steps per execution to try: 1 - 1/8 of the per-call costs go, most of what any K can take
+KEPT_LO = 0.5  # --metrics minimal saves at least this share of the non-gradient collective time
+TRY_PACK = 1 << 20  # bytes per pack to try: the bot detector's 1.8 MB of gradients in two packs
+BACKWARD_SHARE = 2 / 3  # of a step's compute: the backward pass, during which packed reductions can run
+MIN_SHARE = 0.01  # a cause costing less than this share of a steady epoch is not advice
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """Per-step terms (traced seconds) and the epoch they scale into."""
+
+    small: float
+    grad: float
+    other: float
+    busy: float
+    inp: float
+    collectives: float
+    epoch: float
+    spe: int
+    r: float
+
+    def epoch_saving(self, per_step: float) -> float:
+        return self.spe * per_step * self.r
+
+    def speedup(self, per_step: float) -> float:
+        left = self.epoch - self.epoch_saving(per_step)
+        return self.epoch / left if left > 0 else math.nan
+
+
+def advice_table(split: StepSplit, trace: pd.DataFrame | None, model: StepModel, row: dict[str, Any],
+                 meta: RunMeta) -> pd.DataFrame:
+    """ADVICE_COLUMNS, ranked by cost share of the steady epoch; empty for one worker or no steady epoch."""
+    epoch = float(row.get("steady_epoch_s", math.nan))
+    if split.workers < 2 or not math.isfinite(epoch) or epoch <= 0:
+        return pd.DataFrame(columns=ADVICE_COLUMNS)
+    t = _terms(split, trace, model, epoch)
+    knobs = (meta.config or {}).get("knobs") or {}
+    launched = bool(meta.launch)
+    rows = [r for r in (_reductions(t, knobs), _framework(t, knobs), _gradients(t, knobs), _straggler(t, row, split),
+                        _input(t, knobs), _validation(model, epoch)) if r is not None]
+    out = pd.DataFrame(rows, columns=ADVICE_COLUMNS[1:])
+    out = out[out["cost_share"] >= MIN_SHARE].sort_values("cost_share", ascending=False, ignore_index=True)
+    if launched:  # a launched script's code is its own: the API line is the advice, nothing was tried
+        out["knob"] = None
+        out["tried"] = "not tried: change the script (api)"
+    out.insert(0, "rank", np.arange(1, len(out) + 1))
+    return out[ADVICE_COLUMNS]
+
+
+def _terms(split: StepSplit, trace: pd.DataFrame | None, model: StepModel, epoch: float) -> _Terms:
+    s = split.steps
+    has_v2 = "collective_total_s" in s and s["collective_total_s"].notna().any()
+    small = ((s["collective_total_s"] - s["allreduce_max_s"]).clip(lower=0.0) if has_v2
+             else pd.Series(0.0, index=s.index))
+    grad = (s["transfer_s"] - small).clip(lower=0.0)
+    other = float(trace["other_s"].mean()) if trace is not None and "other_s" in trace and not trace.empty else 0.0
+    count = float(s["collectives"].median()) if "collectives" in s and s["collectives"].notna().any() else math.nan
+    return _Terms(small=float(small.mean()), grad=float(grad.mean()), other=other, busy=float(s["busy_s"].mean()),
+                  inp=float(s["input_s"].fillna(0.0).mean()), collectives=count, epoch=epoch,
+                  spe=model.steps_per_epoch, r=model.r)
+
+
+def _ranged(t: _Terms, cause: str, cost: float, knob: str | None, api: str, lo_s: float, hi_s: float,
+            basis: str) -> dict[str, Any]:
+    """A row whose saving per step lies in [lo_s, hi_s]: the middle is the prediction."""
+    return {"cause": cause, "cost_s": cost, "cost_share": t.epoch_saving(cost) / t.epoch, "knob": knob,
+            "api": api, "predicted_speedup": t.speedup((lo_s + hi_s) / 2), "predicted_lo": t.speedup(lo_s),
+            "predicted_hi": t.speedup(hi_s), "basis": basis, "tried": "not yet"}
+
+
+def _reductions(t: _Terms, knobs: dict[str, Any]) -> dict[str, Any] | None:
+    """tf-keras reduces every metric's state across the workers on every batch, inside the train function
+    (measured: 16 of the bot detector's 22 collectives per step; K steps per execution keep them per batch)."""
+    if not (t.collectives > 1 and t.small > 0) or str(knobs.get("metrics", "full")) == "minimal":
+        return None
+    return _ranged(t, f"metric and loss reductions ({t.collectives - 1:.0f} collectives per step besides the "
+                      "longest)", t.small, "--metrics minimal",
+                   "model.compile(..., metrics=['accuracy'])  # the others in evaluate() only",
+                   t.small * KEPT_LO, t.small,
+                   "the dropped metrics' reductions go, the loss's and accuracy's stay: from half to all of the "
+                   "collective time besides the longest (measured, quick preset: 22 -> 7 collectives per step)")
+
+
+def _framework(t: _Terms, knobs: dict[str, Any]) -> dict[str, Any] | None:
+    """One tf.function call per K batches: its Python, dispatch and callback cost once per call."""
+    k0 = int(knobs.get("steps_per_execution", 1) or 1)
+    if t.other <= 0 or k0 >= TRY_K:
+        return None
+    gone = 1 - k0 / TRY_K
+    return _ranged(t, "per-step framework time (Python, function dispatch, callbacks)", t.other,
+                   f"--steps-per-execution {TRY_K}", f"model.compile(..., steps_per_execution={TRY_K})", 0.0,
+                   t.other * gone, f"one call per {TRY_K} batches instead of every {k0}: from none (time spent "
+                   "inside the graph) to all of it once per call")
+
+
+def _gradients(t: _Terms, knobs: dict[str, Any]) -> dict[str, Any] | None:
+    if t.grad <= 0 or int(knobs.get("bytes_per_pack", 0) or 0) > 0:
+        return None
+    hideable = min(t.grad, BACKWARD_SHARE * t.busy)
+    return _ranged(t, "the gradient all-reduce not hidden under compute", t.grad, f"--bytes-per-pack {TRY_PACK}",
+                   "tf.distribute.MultiWorkerMirroredStrategy(communication_options=tf.distribute.experimental."
+                   f"CommunicationOptions(bytes_per_pack={TRY_PACK}))", 0.0, hideable,
+                   "packs reduce as their gradients are ready, during the backward pass (~2/3 of compute): from "
+                   "none hidden (the exchange competes with compute for the cores) to all that fits")
+
+
+def _straggler(t: _Terms, row: dict[str, Any], split: StepSplit) -> dict[str, Any] | None:
+    wait = float(split.steps["wait_s"].mean())
+    eq, lo, hi = (float(row.get(k, math.nan)) for k in ("equal_epoch_s", "equal_epoch_lo_s", "equal_epoch_hi_s"))
+    if not (wait > 0 and math.isfinite(eq) and eq > 0):
+        return None
+    budgets = row.get("equal_budgets")
+    knob = f"host budgets {budgets} (perfkit compare --verify runs it)" if budgets else None
+    return {"cause": "waiting for the slowest worker", "cost_s": wait, "cost_share": t.epoch_saving(wait) / t.epoch,
+            "knob": knob, "api": "give every worker the same compute (cores per worker, placement)",
+            "predicted_speedup": t.epoch / eq, "predicted_lo": t.epoch / hi if hi > 0 else math.nan,
+            "predicted_hi": t.epoch / lo if lo > 0 else math.nan,
+            "basis": "the equal-workers what-if: every worker at the median worker's compute", "tried": "not yet"}
+
+
+def _input(t: _Terms, knobs: dict[str, Any]) -> dict[str, Any] | None:
+    if t.inp <= 0:
+        return None
+    auto = str(knobs.get("prefetch", "auto")) == "auto"
+    knob = None if auto else "--prefetch auto"
+    return _ranged(t, "waiting for input", t.inp, knob, "dataset.map(..., num_parallel_calls=tf.data.AUTOTUNE)"
+                   ".prefetch(tf.data.AUTOTUNE)", 0.0, t.inp,
+                   "a deeper or parallel pipeline hides from none to all of it" if auto else
+                   "tf.data's autotuned prefetch hides from none to all of it")
+
+
+def _validation(model: StepModel, epoch: float) -> dict[str, Any] | None:
+    val = model.val_now
+    if not (math.isfinite(val) and val > 0):
+        return None
+    return {"cause": "validation", "cost_s": val, "cost_share": val / epoch, "knob": None,
+            "api": "model.fit(..., validation_freq=2)", "predicted_speedup": epoch / (epoch - val / 2),
+            "predicted_lo": epoch / (epoch - val / 2), "predicted_hi": epoch / (epoch - val / 2),
+            "basis": "validating every other epoch: half of its time per epoch (cost_s: seconds per epoch)",
+            "tried": "not a perfkit option"}
