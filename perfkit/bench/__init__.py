@@ -20,5 +20,6 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "whatif": ("perfkit.bench.whatif", "unequal emulated clusters: the equal-workers prediction against running it"),
     "ps-clock": ("perfkit.bench.ps_clock", "--mode ps: epoch time with and without the per-worker step clock"),
     "network": ("perfkit.bench.network", "2 emulated hosts, links from unshaped to 20 Mbit/s: the transfer term per step"),
+    "tune": ("perfkit.bench.tune", "perfkit tune on 2 and 4 local workers and the README's cluster: advice tried"),
     "autorecord": ("perfkit.bench.autorecord", "perfkit launch of unmodified tutorial scripts vs running them bare"),
 }

@@ -28,6 +28,7 @@ def _register() -> None:
         run,
         runs,
         tensorboard,
+        tune,
     )
 
 

@@ -27,6 +27,7 @@ FORMATS = ("console", "json", "csv", "html")
 class RenderOptions:
     verdict_last: bool = False  # console: the tables first, so a long study ends with the answer
     width: int | None = None  # console: columns; None = the terminal's (or rich's default off a terminal)
+    verdict_only: bool = False  # console: the verdict and the what-ifs' assumptions, no tables
 
 
 def render(fmt: str, a: Analysis, out: TextIO, options: RenderOptions = RenderOptions()) -> None:

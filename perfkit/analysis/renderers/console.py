@@ -187,7 +187,11 @@ def excluded_table(a: Analysis) -> Table:
 def render(a: Analysis, out: TextIO, options: RenderOptions = RenderOptions()) -> None:
     """Verdict, then the tables (``options.verdict_last``: the tables first, so a long study ends with the
     answer); colour where ``out`` is a terminal."""
-    print_to(a, Console(file=out, width=options.width), options.verdict_last)
+    console = Console(file=out, width=options.width)
+    if options.verdict_only:
+        _verdict(a, console)
+        return
+    print_to(a, console, options.verdict_last)
 
 
 def print_to(a: Analysis, console: Console, verdict_last: bool = False) -> None:
@@ -223,6 +227,22 @@ def advice_table(a: Analysis, run_id: str) -> Table:
                   fmt(r.predicted_speedup, ".2f", "x") + span, r.tried)
     t.caption = "predicted: steady epoch speedup of that change alone, its range in brackets (JSON: basis)"
     return t
+
+
+def tried_table(t: pd.DataFrame, default_run: str) -> Table:
+    """``perfkit tune``'s table (analysis/tuning.py): each change, predicted against measured."""
+    table = _table("advice tried", ["change", "runs", "predicted", "measured", "error", "vs single", "outcome"],
+                   left=_LEFT + ("change", "outcome"))
+    for r in t.itertuples(index=False):
+        pred = (fmt(r.predicted_speedup, ".2f", "x") + (f" ({fmt(r.predicted_lo, '.2f')}–{fmt(r.predicted_hi, '.2f')})"
+                if r.predicted_hi != r.predicted_lo and not pd.isna(r.predicted_lo) else ""))
+        meas = fmt(r.measured_speedup, ".2f", "x") + (f" ({fmt(r.measured_lo, '.2f')}–{fmt(r.measured_hi, '.2f')})"
+                                                      if r.runs > 1 else "")
+        table.add_row(r.change, str(r.runs), pred, meas, fmt(r.error, "+.0%"), fmt(r.vs_baseline, ".2f", "x"),
+                      r.outcome)
+    table.caption = (f"speedup of the steady epoch over the default configuration ({default_run}), mean over the "
+                     "runs (range); error: predicted / measured - 1; vs single: against the single-machine baseline")
+    return table
 
 
 def _tables(a: Analysis, console: Console) -> None:

@@ -1,0 +1,119 @@
+"""Tried advice against its prediction (``perfkit tune``): per change, the measured speedup of its steady
+epoch over the default configuration's (means over the repeats, and their range), the prediction the advice
+made and its error, the accuracy against the default's, and each against the single-machine baseline.
+
+A change is a gain when its speedup exceeds 1 by more than the default's own spread over its repeats (its
+slowest steady epoch over its fastest, at least ``MIN_GAIN``). A change whose validation accuracy falls below the default's by more than the run-to-run spread (the
+default's range over its repeats, at least ``DIVERGED_FLOOR``) is reported as diverged, not as a gain; a change whose
+runs failed is reported as failed with the error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from perfkit.analysis.analyze import analyze
+from perfkit.analysis.result import Analysis
+
+DIVERGED_FLOOR = 0.02  # validation accuracy: below this, two runs of one configuration differ by noise
+MIN_GAIN = 0.01  # a speedup within this of 1 (or within the default's own spread, if larger) is no gain
+TRIED_COLUMNS = ["change", "runs", "predicted_speedup", "predicted_lo", "predicted_hi", "measured_speedup",
+                 "measured_lo", "measured_hi", "error", "within_range", "vs_baseline", "val_accuracy_gap",
+                 "outcome", "run_ids"]
+
+
+@dataclass(frozen=True)
+class TriedRuns:
+    """What the tuner ran for one change (analysis needs only this, not the trainer's types)."""
+
+    change: str
+    runs: tuple[Path, ...]
+    failed: tuple[str, ...] = ()
+    predicted: tuple[float, float, float] = (math.nan, math.nan, math.nan)  # speedup, low, high
+
+
+def gained(runs: Sequence[Path], default_runs: Sequence[Path], results_dir: Path) -> bool:
+    """Whether a change's runs were faster than the default's without losing accuracy (``_row``'s rule)."""
+    if not runs:
+        return False
+    a = analyze([*default_runs, *runs], results_dir).runs.set_index("run_id")
+    mine, theirs = a.loc[[p.name for p in runs]], a.loc[[p.name for p in default_runs]]
+    acc = theirs["val_accuracy"].astype(float)
+    spread = max(float(acc.max() - acc.min()) if len(acc) > 1 else 0.0, DIVERGED_FLOOR)
+    diverged = float(mine["val_accuracy"].astype(float).mean()) - float(acc.mean()) < -spread
+    speedup = float(theirs["steady_epoch_s"].mean()) / float(mine["steady_epoch_s"].mean())
+    return not diverged and speedup > 1 + _noise(theirs["steady_epoch_s"].astype(float))
+
+
+def tried_table(baseline: Path, tried: Sequence[TriedRuns], results_dir: Path) -> tuple[pd.DataFrame, Analysis]:
+    """TRIED_COLUMNS, the default first; and the analysis of every run against the baseline."""
+    paths = [baseline] + [p for t in tried for p in t.runs]
+    a = analyze(paths, results_dir, baseline.name)
+    runs = a.runs.set_index("run_id")
+    default = next(t for t in tried if t.change == "default")
+    d_epochs = runs.loc[[p.name for p in default.runs], "steady_epoch_s"].astype(float)
+    d_acc = runs.loc[[p.name for p in default.runs], "val_accuracy"].astype(float)
+    spread = max(float(d_acc.max() - d_acc.min()) if len(d_acc) > 1 else 0.0, DIVERGED_FLOOR)
+    base_epoch = float(runs.loc[baseline.name, "steady_epoch_s"])
+    noise = _noise(d_epochs)
+    rows = [_row(t, runs, float(d_epochs.mean()), float(d_acc.mean()), spread, base_epoch, noise) for t in tried]
+    return pd.DataFrame(rows, columns=TRIED_COLUMNS), a
+
+
+def _noise(epochs: pd.Series) -> float:
+    return max(float(epochs.max() / epochs.min() - 1) if len(epochs) > 1 else 0.0, MIN_GAIN)
+
+
+def _row(t: TriedRuns, runs: pd.DataFrame, default_epoch: float, default_acc: float, spread: float,
+         base_epoch: float, noise: float) -> dict[str, object]:
+    ids = [p.name for p in t.runs if p.name in runs.index]
+    epochs = runs.loc[ids, "steady_epoch_s"].astype(float) if ids else pd.Series(dtype=float)
+    each = default_epoch / epochs if ids else pd.Series(dtype=float)
+    measured = default_epoch / float(epochs.mean()) if ids else math.nan
+    acc_gap = float(runs.loc[ids, "val_accuracy"].astype(float).mean()) - default_acc if ids else math.nan
+    pred, lo, hi = t.predicted
+    if not ids:
+        outcome = "failed: " + (t.failed[0] if t.failed else "no run completed")
+    elif t.change != "default" and math.isfinite(acc_gap) and acc_gap < -spread:
+        outcome = f"diverged: validation accuracy {acc_gap:+.4f} against the default's (spread {spread:.4f})"
+    elif t.change == "default":
+        outcome = "the configuration as given"
+    else:
+        outcome = "gain" if measured > 1 + noise else f"no gain (within {noise:.0%} of the default)"
+    return {"change": t.change, "runs": len(ids), "predicted_speedup": pred, "predicted_lo": lo, "predicted_hi": hi,
+            "measured_speedup": measured, "measured_lo": float(each.min()) if ids else math.nan,
+            "measured_hi": float(each.max()) if ids else math.nan,
+            "error": pred / measured - 1 if math.isfinite(pred) and measured > 0 else math.nan,
+            "within_range": bool(lo <= measured <= hi) if math.isfinite(lo) and math.isfinite(measured) else None,
+            "vs_baseline": base_epoch / float(epochs.mean()) if ids else math.nan,
+            "val_accuracy_gap": acc_gap, "outcome": outcome, "run_ids": " ".join(ids)}
+
+
+def predictions(advice: pd.DataFrame) -> dict[str, tuple[float, float, float]]:
+    """Each advised perfkit option ("--metrics minimal") -> its predicted speedup, low and high."""
+    return {str(r.knob): (float(r.predicted_speedup), float(r.predicted_lo), float(r.predicted_hi))
+            for r in advice.itertuples(index=False)}
+
+
+def combined_prediction(parts: Sequence[str], predicted: dict[str, tuple[float, float, float]]
+                        ) -> tuple[float, float, float]:
+    """Changes tried together: their epoch savings added (each 1 - 1/speedup of the epoch)."""
+    rows = [predicted.get(p, (math.nan,) * 3) for p in parts]
+    out = []
+    for i in range(3):
+        left = 1 - sum(1 - 1 / r[i] for r in rows)
+        out.append(1 / left if left > 0 else math.nan)
+    return out[0], out[1], out[2]
+
+
+def tuned_run(table: pd.DataFrame) -> str | None:
+    """The fastest configuration that ran and did not diverge: its last run's id."""
+    ok = table[table["outcome"].isin(["gain", "the configuration as given"]) & table["measured_speedup"].notna()]
+    if ok.empty:
+        return None
+    return str(ok.sort_values("measured_speedup")["run_ids"].iloc[-1]).split()[-1]
