@@ -1,5 +1,6 @@
-"""The whole study end to end: `perfkit compare` trains a tiny single baseline and a 2-worker run, then
-analyses them; `perfkit analyze` over the same results agrees and writes JSON."""
+"""The whole study end to end: `perfkit compare --verify` trains a tiny single baseline, a 4-worker run on an
+emulated unequal pair of hosts and the what-ifs' verification runs, then analyses them; `perfkit analyze`
+over the same results agrees and writes JSON."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import re
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,12 +19,22 @@ from tests.integration._util import perfkit as _perfkit
 pytestmark = pytest.mark.integration
 
 
-def test_compare_runs_both_strategies_and_ends_with_the_verdict_and_report(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """One `perfkit compare --verify` on an emulated unequal pair serves every test of this module: the
+    baseline, the multi run, the verification runs, the verdict and the report (one study, not two)."""
+    tmp_path = tmp_path_factory.mktemp("compare")
+    cluster = clusters.write(tmp_path / "pair.toml", clusters.pair((3, 1), ("fast", "slow")))
     results = tmp_path / "results"
-    proc = _perfkit("compare", "--preset", "tiny", "--workers", "2", "--results-dir", str(results), "--quiet",
-                    timeout=600)
+    proc = _perfkit("compare", "--preset", "tiny", "--epochs", "2", "--cluster", str(cluster), "--verify",
+                    "--results-dir", str(results), "--quiet", timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    runs = sorted(p for p in results.iterdir() if (p / "run.json").is_file())
+    return results, proc
+
+
+def test_compare_runs_both_strategies_and_ends_with_the_verdict_and_report(verified: tuple[Path, Any]) -> None:
+    results, proc = verified
+    runs = sorted(p for p in results.iterdir() if (p / "run.json").is_file())[:2]
     assert [meta(r)["mode"] for r in runs] == ["single", "multi"]
     assert all(meta(r)["status"] == "complete" for r in runs)
     # The multi run's "command to first step" counts from its own launch, not from the compare's start.
@@ -30,12 +42,13 @@ def test_compare_runs_both_strategies_and_ends_with_the_verdict_and_report(tmp_p
     assert meta(runs[1])["command_started_wall_ns"] / 1e9 >= single_ended - 0.01
     out = proc.stdout
     assert "Verdict" in out and f"{runs[1].name} (multi, 2 workers) is" in out and "speedup" in out
+    assert out.split("Verdict", 1)[1].lstrip().startswith("- 2 workers are "), "the answer first"
     m = re.search(r"HTML report: (\S+)", out)
     assert m and out.rstrip().endswith(m.group(1)), out[-500:]
     html = Path(m.group(1)).read_text()
-    assert "plotly" in html.lower() and runs[0].name in html
+    assert "plotly" in html.lower() and runs[0].name in html and "Step timeline of the trace window" in html
 
-    analysed = _perfkit("analyze", "--results-dir", str(results), "--format", "json", "--no-html")
+    analysed = _perfkit("analyze", *map(str, runs), "--baseline", runs[0].name, "--format", "json", "--no-html")
     assert analysed.returncode == 0, analysed.stderr[-2000:]
     doc = json.loads(analysed.stdout)
     by_id = {r["run_id"]: r for r in doc["runs"]}
@@ -47,14 +60,11 @@ def test_compare_runs_both_strategies_and_ends_with_the_verdict_and_report(tmp_p
     assert 0 < multi["startup_s"] and first_step_after > 0, (multi["startup_s"], first_step_after)
     require_every_trace(runs[1])  # TF's profiler crash is retried by the run; see _util
     assert multi["split_source"] == "trace", multi["split_source"]
+    assert doc["advice"] and all(a["run_id"] == runs[1].name for a in doc["advice"])
 
 
-def test_compare_verify_runs_the_what_if_and_reports_predicted_against_measured(tmp_path: Path) -> None:
-    cluster = clusters.write(tmp_path / "pair.toml", clusters.pair((3, 1), ("fast", "slow")))
-    results = tmp_path / "results"
-    proc = _perfkit("compare", "--preset", "tiny", "--epochs", "2", "--cluster", str(cluster), "--verify",
-                    "--results-dir", str(results), "--quiet", timeout=1200)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_compare_verify_runs_the_what_if_and_reports_predicted_against_measured(verified: tuple[Path, Any]) -> None:
+    results, proc = verified
     runs = sorted(p for p in results.iterdir() if (p / "run.json").is_file())
     assert [meta(r)["mode"] for r in runs[:3]] == ["single", "multi", "multi"] and runs[2].name.endswith("-verify")
     verifies = meta(runs[2])["verifies"]
