@@ -3,9 +3,10 @@ epoch over the default configuration's (means over the repeats, and their range)
 made and its error, the accuracy against the default's, and each against the single-machine baseline.
 
 A change is a gain when its speedup exceeds 1 by more than the default's own spread over its repeats (its
-slowest steady epoch over its fastest, at least ``MIN_GAIN``). A change whose validation accuracy falls below the default's by more than the run-to-run spread (the
-default's range over its repeats, at least ``DIVERGED_FLOOR``) is reported as diverged, not as a gain; a change whose
-runs failed is reported as failed with the error.
+slowest steady epoch over its fastest, at least ``MIN_GAIN``). A change whose validation accuracy falls
+below the default's by more than the run-to-run spread (the default's range over its repeats, at least
+``DIVERGED_FLOOR``) is reported as diverged, not as a gain; a change whose runs failed is reported as failed
+with the error.
 """
 
 from __future__ import annotations
@@ -37,17 +38,32 @@ class TriedRuns:
     predicted: tuple[float, float, float] = (math.nan, math.nan, math.nan)  # speedup, low, high
 
 
+@dataclass(frozen=True)
+class _Default:
+    """The default configuration's figures every change is judged against (one rule for the table and for
+    the tuner's choice of what to combine)."""
+
+    epoch: float  # mean steady epoch
+    acc: float  # mean validation accuracy
+    spread: float  # accuracy spread over its runs, at least DIVERGED_FLOOR
+    noise: float  # epoch spread over its runs (slowest / fastest - 1), at least MIN_GAIN
+
+    @classmethod
+    def of(cls, runs: pd.DataFrame, ids: Sequence[str]) -> _Default:
+        epochs = runs.loc[list(ids), "steady_epoch_s"].astype(float)
+        acc = runs.loc[list(ids), "val_accuracy"].astype(float)
+        noise = float(epochs.max() / epochs.min() - 1) if len(epochs) > 1 else 0.0
+        spread = float(acc.max() - acc.min()) if len(acc) > 1 else 0.0
+        return cls(float(epochs.mean()), float(acc.mean()), max(spread, DIVERGED_FLOOR), max(noise, MIN_GAIN))
+
+
 def gained(runs: Sequence[Path], default_runs: Sequence[Path], results_dir: Path) -> bool:
-    """Whether a change's runs were faster than the default's without losing accuracy (``_row``'s rule)."""
+    """Whether a change's runs were faster than the default's without losing accuracy (the table's rule)."""
     if not runs:
         return False
     a = analyze([*default_runs, *runs], results_dir).runs.set_index("run_id")
-    mine, theirs = a.loc[[p.name for p in runs]], a.loc[[p.name for p in default_runs]]
-    acc = theirs["val_accuracy"].astype(float)
-    spread = max(float(acc.max() - acc.min()) if len(acc) > 1 else 0.0, DIVERGED_FLOOR)
-    diverged = float(mine["val_accuracy"].astype(float).mean()) - float(acc.mean()) < -spread
-    speedup = float(theirs["steady_epoch_s"].mean()) / float(mine["steady_epoch_s"].mean())
-    return not diverged and speedup > 1 + _noise(theirs["steady_epoch_s"].astype(float))
+    default = _Default.of(a, [p.name for p in default_runs])
+    return _row(TriedRuns("change", tuple(runs)), a, default, math.nan)["outcome"] == "gain"
 
 
 def tried_table(baseline: Path, tried: Sequence[TriedRuns], results_dir: Path) -> tuple[pd.DataFrame, Analysis]:
@@ -55,36 +71,27 @@ def tried_table(baseline: Path, tried: Sequence[TriedRuns], results_dir: Path) -
     paths = [baseline] + [p for t in tried for p in t.runs]
     a = analyze(paths, results_dir, baseline.name)
     runs = a.runs.set_index("run_id")
-    default = next(t for t in tried if t.change == "default")
-    d_epochs = runs.loc[[p.name for p in default.runs], "steady_epoch_s"].astype(float)
-    d_acc = runs.loc[[p.name for p in default.runs], "val_accuracy"].astype(float)
-    spread = max(float(d_acc.max() - d_acc.min()) if len(d_acc) > 1 else 0.0, DIVERGED_FLOOR)
+    default = _Default.of(runs, [p.name for p in next(t for t in tried if t.change == "default").runs])
     base_epoch = float(runs.loc[baseline.name, "steady_epoch_s"])
-    noise = _noise(d_epochs)
-    rows = [_row(t, runs, float(d_epochs.mean()), float(d_acc.mean()), spread, base_epoch, noise) for t in tried]
+    rows = [_row(t, runs, default, base_epoch) for t in tried]
     return pd.DataFrame(rows, columns=TRIED_COLUMNS), a
 
 
-def _noise(epochs: pd.Series) -> float:
-    return max(float(epochs.max() / epochs.min() - 1) if len(epochs) > 1 else 0.0, MIN_GAIN)
-
-
-def _row(t: TriedRuns, runs: pd.DataFrame, default_epoch: float, default_acc: float, spread: float,
-         base_epoch: float, noise: float) -> dict[str, object]:
+def _row(t: TriedRuns, runs: pd.DataFrame, default: _Default, base_epoch: float) -> dict[str, object]:
     ids = [p.name for p in t.runs if p.name in runs.index]
     epochs = runs.loc[ids, "steady_epoch_s"].astype(float) if ids else pd.Series(dtype=float)
-    each = default_epoch / epochs if ids else pd.Series(dtype=float)
-    measured = default_epoch / float(epochs.mean()) if ids else math.nan
-    acc_gap = float(runs.loc[ids, "val_accuracy"].astype(float).mean()) - default_acc if ids else math.nan
+    each = default.epoch / epochs if ids else pd.Series(dtype=float)
+    measured = default.epoch / float(epochs.mean()) if ids else math.nan
+    acc_gap = float(runs.loc[ids, "val_accuracy"].astype(float).mean()) - default.acc if ids else math.nan
     pred, lo, hi = t.predicted
     if not ids:
         outcome = "failed: " + (t.failed[0] if t.failed else "no run completed")
-    elif t.change != "default" and math.isfinite(acc_gap) and acc_gap < -spread:
-        outcome = f"diverged: validation accuracy {acc_gap:+.4f} against the default's (spread {spread:.4f})"
+    elif t.change != "default" and math.isfinite(acc_gap) and acc_gap < -default.spread:
+        outcome = f"diverged: validation accuracy {acc_gap:+.4f} against the default's (spread {default.spread:.4f})"
     elif t.change == "default":
         outcome = "the configuration as given"
     else:
-        outcome = "gain" if measured > 1 + noise else f"no gain (within {noise:.0%} of the default)"
+        outcome = "gain" if measured > 1 + default.noise else f"no gain (within {default.noise:.0%} of the default)"
     return {"change": t.change, "runs": len(ids), "predicted_speedup": pred, "predicted_lo": lo, "predicted_hi": hi,
             "measured_speedup": measured, "measured_lo": float(each.min()) if ids else math.nan,
             "measured_hi": float(each.max()) if ids else math.nan,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from perfkit.config import KNOB_FLAGS, Knobs, Mode, RunConfig
+from perfkit.config import KNOB_FLAGS, Knobs, Mode, RunConfig, sanitize_id
 from perfkit.errors import PerfkitError
 from perfkit.trainer.multi import MultiOptions
 
@@ -82,8 +82,7 @@ def tune(cfg: RunConfig, opts: MultiOptions, results_dir: Path, train: Train, to
 
 
 def _label(cfg: RunConfig, what: str) -> str:
-    slug = "".join(ch if ch.isalnum() else "-" for ch in what.lstrip("-")).strip("-")[:40]
-    return "-".join(p for p in (cfg.label, "tune", slug) if p)
+    return "-".join(p for p in (cfg.label, "tune", sanitize_id(what, "--label")[:40]) if p)
 
 
 def _with(cfg: RunConfig, knobs: dict[str, Any], what: str) -> RunConfig:
