@@ -1,11 +1,14 @@
-"""The C library, for the two things Python's standard library does not expose: the parent-death signal
-(``prctl(PR_SET_PDEATHSIG)``) and glibc's ``mallopt``. Each returns False where the platform lacks it."""
+"""The C library, for what Python's standard library does not expose: the parent-death signal
+(``prctl(PR_SET_PDEATHSIG)``), ``setns`` (``os.setns`` is Python 3.12+) and glibc's ``mallopt``. Each returns
+False where the platform lacks it."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+CLONE_NEWNET = 0x40000000
 M_PERTURB = -6  # glibc mallopt: fill freed blocks with this byte and new ones with its complement
 
 
@@ -26,6 +29,21 @@ def set_parent_death_signal(sig: int) -> bool:
         return c is not None and c.prctl(PR_SET_PDEATHSIG, int(sig)) == 0
     except AttributeError:  # not Linux
         return False
+
+
+def enter_netns(path: str) -> bool:
+    """Move the calling thread (only it) into the network namespace at ``path`` (``/run/netns/NAME``)."""
+    c = libc()
+    if c is None or not hasattr(c, "setns"):
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return c.setns(fd, CLONE_NEWNET) == 0
+    finally:
+        os.close(fd)
 
 
 def set_malloc_perturb(byte: int) -> bool:

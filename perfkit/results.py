@@ -9,6 +9,7 @@ in the same directory and renamed into place, so a crash or Ctrl-C never leaves 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
@@ -17,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfkit._atomic import atomic_write
+from perfkit._atomic import atomic_write, write_error
 from perfkit.config import sanitize_id
 from perfkit.errors import ResultsError, UsageError
 
@@ -28,6 +29,8 @@ RUN_FILE = "run.json"
 TRACE_STEPS_FILE = "trace_steps.parquet"
 TRACE_OPS_FILE = "trace_ops.parquet"
 TRACE_CACHE_FILE = "trace_cache.json"  # what the cached tables were parsed from, and by which parser
+RESERVE_FILE = ".reserve"  # space held while a run is live, for its final run.json on a disk that filled
+RESERVE_BYTES = 256 * 1024
 
 STEP_COLUMNS = ("epoch", "step", "t_start_ns", "t_end_ns", "duration_s", "samples")
 EPOCH_COLUMNS = ("epoch", "t_start_ns", "t_end_ns", "train_s", "val_s")
@@ -248,12 +251,31 @@ class RunDir:
     @classmethod
     def create(cls, results_dir: Path, run_id: str, meta: dict[str, Any]) -> RunDir:
         path = cls.path_for(results_dir, run_id)
-        path.mkdir(parents=True)
         full = {"schema_version": SCHEMA_VERSION, "run_id": path.name, "status": "running",
                 "started": utc_now(), "ended": None, "error": None, **meta}
         run = cls(path, full)
-        run._write()
+        try:
+            path.mkdir(parents=True)
+            run._write()
+        except OSError as exc:  # a full or read-only results disk: nothing has started yet
+            raise ResultsError(f"--results-dir: {write_error(exc)}") from None
+        run._reserve()
         return run
+
+    def _reserve(self) -> None:
+        """Hold some space for run.json's last write: a disk that fills during the run still gets to say
+        how the run ended (``release_reserve`` just before). None held on a disk already that full."""
+        try:
+            fd = os.open(self.path / RESERVE_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+            finally:
+                os.close(fd)
+        except (OSError, AttributeError):
+            self.release_reserve()
+
+    def release_reserve(self) -> None:
+        release_reserve(self.path)
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -269,6 +291,7 @@ class RunDir:
     def finish(self, status: str, error: str | None = None, **changes: Any) -> None:
         if status not in STATUSES:
             raise ValueError(f"unknown run status {status!r}")
+        self.release_reserve()
         self.update(status=status, error=error, ended=utc_now(), **changes)
 
     def worker_dir(self, index: int) -> Path:
@@ -278,6 +301,14 @@ class RunDir:
 
     def write_frame(self, relpath: str, df: pd.DataFrame) -> None:
         write_parquet(self.path / relpath, df)
+
+
+def release_reserve(run_dir: Path) -> None:
+    """Free the space ``RunDir`` held for the run's last write (by its launcher, or by the run's janitor)."""
+    try:
+        (run_dir / RESERVE_FILE).unlink(missing_ok=True)
+    except OSError:  # read-only: nothing can be written anyway
+        pass
 
 
 def _read_meta(path: Path) -> RunMeta:

@@ -28,8 +28,10 @@ def launch_command(
     sample_interval: opt.SampleInterval = 0.5,
     connect_timeout: Annotated[float, typer.Option(help="multi: seconds for every worker's TF server to come "
                                                    "up.")] = 120.0,
-    stall_timeout: Annotated[float, typer.Option(help="Fail when no worker shows progress (status or CPU) for "
-                                                 "this many seconds.")] = 600.0,
+    hang_timeout: Annotated[str, typer.Option(help="Call the cluster hung when no worker ends a step for "
+                                              "this many seconds and name the stuck worker; 'auto': 10x the "
+                                              "longest pause between steps seen, at least 30 s (before the first "
+                                              "step, the connect timeout).")] = "auto",
     max_restarts: Annotated[int, typer.Option(help="Start the command again up to K times after a worker dies "
                                               "(resuming is the script's own, e.g. BackupAndRestore).")] = 0,
     profile_steps: Annotated[str, typer.Option(help="Trace window of the recorded steps: global steps 'A-B', "
@@ -53,7 +55,7 @@ def launch_command(
     from perfkit.trainer.options import launch_options
 
     lopts, opts = launch_options(command, mode, workers=workers, cluster=cluster, emulate=emulate, pin=pin,
-                                 connect_timeout=connect_timeout, stall_timeout=stall_timeout,
+                                 connect_timeout=connect_timeout, hang_timeout=hang_timeout,
                                  max_restarts=max_restarts, cluster_from=cluster_from, base_port=base_port,
                                  allow_unenforced=allow_unenforced,
                                  profile_steps="off" if no_profile else profile_steps,

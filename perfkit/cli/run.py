@@ -46,8 +46,10 @@ def run_command(
     emulate: opt.Emulate = False,
     pin: opt.Pin = True,
     connect_timeout: Annotated[float, typer.Option(help="multi: seconds for the cluster to form.")] = 120.0,
-    stall_timeout: Annotated[float, typer.Option(help="multi: fail when no worker reports progress for this "
-                                                 "many seconds (a hung peer or collective).")] = 600.0,
+    hang_timeout: Annotated[str, typer.Option(help="multi: call the cluster hung when no worker ends a step for "
+                                              "this many seconds and name the stuck worker; 'auto': 10x the "
+                                              "longest pause between steps seen, at least 30 s (before the first "
+                                              "step, the connect timeout).")] = "auto",
     max_restarts: Annotated[int, typer.Option(help="multi: restart the cluster up to K times after a worker "
                                               "dies; training resumes from the last completed epoch.")] = 0,
     profile_steps: Annotated[str, typer.Option(help="TF profiler trace window on every worker: global steps "
@@ -82,7 +84,7 @@ def run_command(
                                                          prefetch), **chosen,
     )
     cfg, opts = for_mode(cfg, mode, workers=workers, cluster=cluster, host=host, task_index=task_index,
-                         emulate=emulate, pin=pin, connect_timeout=connect_timeout, stall_timeout=stall_timeout,
+                         emulate=emulate, pin=pin, connect_timeout=connect_timeout, hang_timeout=hang_timeout,
                          max_restarts=max_restarts, cluster_from=cluster_from, base_port=base_port, ps=ps,
                          allow_unenforced=allow_unenforced, profile_steps="off" if no_profile else profile_steps)
     path = train_once(cfg, opts, results_dir, run_id, quiet)

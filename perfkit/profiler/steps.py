@@ -67,19 +67,24 @@ class StepLog:
         self._last_step_end = 0
         self._val_start: int | None = None
         self._val_end: int | None = None
+        # Every event counts once: what a heartbeat reports as progress (trainer/worker/heartbeat.py).
+        self.events = 0
 
     def epoch_begin(self, epoch: int, at_ns: int | None = None) -> None:
+        self.events += 1
         self._epoch, self._epoch_start = epoch, self._clock() if at_ns is None else at_ns
         self._val_start = self._val_end = None
 
     def step_begin(self, step: int | None = None) -> None:
         """A step (or an execution starting at batch ``step``) begins."""
+        self.events += 1
         self._step_start = self._clock()
         self._step_first = step
 
     def step_end(self, step: int) -> None:
         """The step ends; ``step`` is the last batch it ran. Told where it began (``step_begin(first)``),
         the record is of batches first..step, numbered ``first``."""
+        self.events += 1
         self._last_step_end = self._clock()
         first = self._step_first if self._step_first is not None and self._step_first <= step else step
         self._step_first = None
@@ -88,22 +93,30 @@ class StepLog:
 
     def timed_step(self, step: int, start_ns: int, end_ns: int) -> None:
         """A step of the current epoch timed by the caller (a custom loop's step function call)."""
+        self.events += 1
         self._last_step_end = end_ns
         self._steps.append((self._epoch, step, start_ns, end_ns))
         self._batches.append(1)
 
     def add_step(self, epoch: int, step: int, start_ns: int, end_ns: int) -> None:
         """A step timed elsewhere (a ParameterServerStrategy worker times its own steps in the graph)."""
+        self.events += 1
         self._steps.append((epoch, step, start_ns, end_ns))
         self._batches.append(1)
 
     def validation_begin(self) -> None:
+        self.events += 1
         self._val_start = self._clock()
 
+    def validation_batch(self) -> None:
+        self.events += 1
+
     def validation_end(self) -> None:
+        self.events += 1
         self._val_end = self._clock()
 
     def epoch_end(self, epoch: int, logs: Mapping[str, Any] | None) -> dict[str, Any]:
+        self.events += 1
         end = self._clock()
         # Without step callbacks (ParameterServerStrategy allows none) training ends where validation begins.
         train_end = self._last_step_end if self._last_step_end >= self._epoch_start else (self._val_start or end)
@@ -128,6 +141,11 @@ class StepLog:
     @property
     def current_epoch(self) -> int:
         return self._epoch
+
+    def position(self) -> dict[str, Any]:
+        """How far this process got, for its heartbeat: events so far, the epoch, the last step recorded."""
+        last = self._steps[-1][1] + self._batches[-1] - 1 if self._steps else None
+        return {"progress": self.events, "epoch": self._epoch, "step": last}
 
     @property
     def steps_recorded(self) -> int:
@@ -185,6 +203,9 @@ def keras_callback(log: StepLog, on_step: Callable[[int, int, Mapping[str, Any]]
                 on_epoch(epoch, row)
 
     class _StepRecorder(_EpochRecorder):
+        def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
+            log.validation_batch()  # a long validation is progress, not a hang
+
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             log.step_begin(batch)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit import _libc
+from perfkit._atomic import disk_refuses
 from perfkit.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -204,6 +205,10 @@ class TraceCapture:
         found = sorted(self.target.private_dir.glob("plugins/profile/*/*.xplane.pb"))
         if not found:
             self._fail("the profiler wrote no .xplane.pb", None)
+            return
+        refused = disk_refuses(found[-1].parent)
+        if refused:  # TF writes the capture in place: on a disk that filled meanwhile it may be cut short
+            self._fail(f"the capture may be incomplete, its disk refuses writes: {refused}", None)
             return
         try:
             final = self.target.final_path

@@ -17,6 +17,7 @@ starts, and the cores are pinned by ``perfkit.trainer.worker.guard`` before the 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sys
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfkit._atomic import write_error
 from perfkit._started import begin_run
 from perfkit.cluster import ClusterSpec
 from perfkit.config import Mode, sanitize_id
@@ -37,6 +39,8 @@ from perfkit.trainer.multi import (MultiOptions, Supervision, placement_meta, pl
 from perfkit.trainer.processes import worker_env
 from perfkit.trainer.worker.env import AUTO_VAR, STEP_FUNCTION_VAR
 from perfkit.trainer.worker.part import INDEX_VAR, RUN_DIR_VAR, command_identity, plan_config
+
+log = logging.getLogger(__name__)
 
 # Holds the sitecustomize.py that installs perfkit.trainer.worker.auto in the launched interpreter.
 STARTUP_DIR = Path(__file__).resolve().parent / "worker" / "startup"
@@ -123,6 +127,7 @@ def run_launch(lopts: LaunchOptions, opts: MultiOptions, results_dir: str | Path
             "workload": command_identity(list(lopts.command.argv)),
             "launch": {"command": list(lopts.command.argv), "recorded": None}, **placement_meta(opts, env)})
         env.janitor.register("glob", run.path / "tensorboard" / ".capture-*")
+        env.janitor.register("run", run.path)  # marked interrupted by the janitor if this process dies
 
         def payload(attempt: int, spec: str | None) -> dict[str, Any]:
             return {"run_id": rid, "config": {**config, "profile_steps": spec or lopts.profile_steps},
@@ -150,8 +155,11 @@ def _record_plan(run: RunDir, config: dict[str, Any]) -> None:
     recorded anything."""
     plans = [w.get("plan") for w in run.meta.get("workers") or [] if w.get("plan")]
     plan = plans[0] if plans else None
-    run.update(config={**config, **plan_config(plan)},
-               launch={**run.meta["launch"], "recorded": bool(plans), "steps": steps_source(plan)})
+    try:
+        run.update(config={**config, **plan_config(plan)},
+                   launch={**run.meta["launch"], "recorded": bool(plans), "steps": steps_source(plan)})
+    except OSError as exc:  # a full or read-only results disk, already reported by the run's end if it failed
+        log.warning("the launched command's plan is not in run.json: %s", write_error(exc))
 
 
 def steps_source(plan: dict[str, Any] | None) -> str | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit.cluster import ClusterSpec
+from perfkit._atomic import DISK_REASONS, disk_refuses, is_disk_error, write_error
 from perfkit.config import RunConfig, sanitize_id
 from perfkit.errors import UsageError
 from perfkit.events import NullObserver, Observer
@@ -24,7 +25,7 @@ from perfkit._started import begin_run
 from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.profiler.tracewindow import finish_traces
-from perfkit.results import RunDir, new_run_id
+from perfkit.results import RUN_FILE, RunDir, new_run_id
 from perfkit.trainer.hosts.hostenv import HostEnv
 from perfkit.trainer.processes import Failure, Launcher, write_launch_file
 from perfkit.trainer.supervise import raise_for, supervise
@@ -41,7 +42,7 @@ class MultiOptions:
     pin: bool = True
     connect_timeout: float = 120.0
     max_restarts: int = 0
-    stall_timeout: float = 600.0
+    hang_timeout: float | None = None  # None: derived from the run's own steps (trainer/hang.py)
     allow_unenforced: bool = False
     scheduler: Any = None  # perfkit.schedulers.Task when a scheduler (Slurm, TF_CONFIG) gave the cluster
 
@@ -85,6 +86,7 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
         # Temporary folders, removed on every exit path (by the janitor, so even after a SIGKILL).
         env.janitor.register("glob", run.path / "tensorboard" / ".capture-*")
         env.janitor.register("dir", run.path / "backup")
+        env.janitor.register("run", run.path)  # marked interrupted by the janitor if this process dies
         return _launch(cfg, opts, run, env, observer, results_dir)
     finally:
         for line in env.close():
@@ -149,7 +151,7 @@ def supervise_run(run: RunDir, env: HostEnv, opts: MultiOptions, observer: Obser
     RunFailed / RunInterrupted when it did not complete."""
     sampler = Sampler(sup.sample_interval, [Target(os.getpid(), -1, "launcher", hostname())])
     launcher = Launcher(run, env.cluster, env.placements, env, sampler, observer, opts.connect_timeout,
-                        opts.stall_timeout, sup.spawn)
+                        opts.hang_timeout, sup.spawn)
     sampler.start()
     failure, restarts = None, []
     try:
@@ -158,32 +160,77 @@ def supervise_run(run: RunDir, env: HostEnv, opts: MultiOptions, observer: Obser
                                       recover_profiler=sup.recover_profiler, profile_retries=sup.profile_retries)
     except KeyboardInterrupt:  # between two waits, e.g. while workers were being started
         launcher.interrupt()
-        failure = Failure("interrupted", "interrupted by the user (Ctrl-C)", {})
+        failure = Failure("interrupted", "interrupted (Ctrl-C, SIGTERM or SIGHUP)", {})
+    except OSError as exc:  # the results disk full or read-only: the launcher's own writes (launch.json, logs)
+        failure = Failure("failed", write_error(exc), {"disk": write_error(exc)}) if is_disk_error(exc) else \
+            _launcher_error(exc)
     except Exception as exc:  # noqa: BLE001 - recorded in run.json, then reported as a failed run
-        log.exception("launcher failed")
-        failure = Failure("failed", f"launcher error: {type(exc).__name__}: {exc}", {})
+        failure = _launcher_error(exc)
     finally:
         launcher.stop()
-        observer.training_finished()
-        _finish(run, sup.profile_spec, env, launcher, sampler, failure, restarts)
+        try:
+            observer.training_finished()
+        except OSError as exc:  # a closed terminal (SIGHUP): the run must still be recorded
+            log.warning("could not show the end of training: %s", exc)
+        failure = _finish(run, sup.profile_spec, env, launcher, sampler, failure, restarts)
     raise_for(failure, run)
 
 
+def _launcher_error(exc: Exception) -> Failure:
+    log.exception("launcher failed")
+    return Failure("failed", f"launcher error: {type(exc).__name__}: {exc}", {})
+
+
 def _finish(run: RunDir, profile_spec: str, env: HostEnv, launcher: Launcher, sampler: Sampler,
-            failure: Failure | None, restarts: list[dict[str, Any]]) -> None:
+            failure: Failure | None, restarts: list[dict[str, Any]]) -> Failure | None:
+    """Record how the run ended; the failure to report, which is a full or read-only results disk when the
+    run's own tables or run.json could not be written (nothing half-written: every write is atomic)."""
     sampled = sampler.stop()
-    run.write_frame("cpu.parquet", sampled.cpu)
-    run.write_frame("system.parquet", sampled.system)
-    run.update(cluster={**run.meta["cluster"], "cpu_budget": env.budget_meta()})
+    refused = disk_refuses(run.path) if failure is not None else None  # before the space below is freed
+    if refused:  # a worker on a full disk dies unable to write why: the disk says it
+        failure = _disk_failure(failure, f"the results disk of {run.path} refuses writes: {refused}", {})
+    # Temporary folders go first: their space lets run.json be written on a full disk.
+    for leftover in [*(run.path / "tensorboard").glob(".capture-*"), run.path / "backup"]:
+        shutil.rmtree(leftover, ignore_errors=True)
+    run.release_reserve()
+    lost = []
+    for name, frame in (("cpu.parquet", sampled.cpu), ("system.parquet", sampled.system)):
+        try:
+            run.write_frame(name, frame)
+        except OSError as exc:
+            lost.append(write_error(exc, run.path / name))
+    if lost:
+        failure = _disk_failure(failure, lost[0], {"not_written": lost})
     status = "complete" if failure is None else failure.status
     workers = launcher.worker_records()
     # perfkit's own workers say their fit's plan (batches and executions per epoch), as single mode does.
     plan = next((w["plan"] for w in workers if w.get("plan") and "executions_per_epoch" in w["plan"]), None)
-    run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
-               failure=failure.details if failure else None, workers=workers, **({"plan": plan} if plan else {}))
-    for leftover in (run.path / "tensorboard").glob(".capture-*"):  # before the captures are recorded
-        shutil.rmtree(leftover, ignore_errors=True)
+    try:
+        run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
+                   failure=failure.details if failure else None, workers=workers, **({"plan": plan} if plan else {}),
+                   cluster={**run.meta["cluster"], "cpu_budget": env.budget_meta()})
+    except OSError as exc:
+        return _unrecorded(run, failure, exc)
     finish_traces(run, profile_spec, _captures(workers, restarts))
+    return failure
+
+
+def _unrecorded(run: RunDir, failure: Failure | None, exc: OSError) -> Failure:
+    """run.json could not say how the run ended: the report says so, with the run's own failure."""
+    text = f"{write_error(exc, run.path / RUN_FILE)}, so it still says 'running'"
+    if failure is not None and any(r in failure.message for r in DISK_REASONS):
+        text = f"{run.path / RUN_FILE} could not be written either, so it still says 'running'"
+        return Failure("failed", f"{failure.message}; {text}", {**failure.details, "run_file": text})
+    return _disk_failure(failure, text, {"run_file": text})
+
+
+def _disk_failure(failure: Failure | None, text: str, details: dict[str, Any]) -> Failure:
+    """The run failed of its results disk: said once, even when a worker already said it."""
+    if failure is None:
+        return Failure("failed", text, {"disk": text, **details})
+    said = failure.details.get("disk") or any(r in failure.message for r in DISK_REASONS)
+    return Failure("failed", failure.message if said else f"{failure.message}; {text}",
+                   {**failure.details, "disk": failure.details.get("disk") or text, **details})
 
 
 def _captures(workers: list[dict[str, Any]], restarts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -34,7 +34,7 @@ def train(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, observer
 
 
 def for_mode(cfg: RunConfig, mode: Mode, *, workers: int | None, cluster: Path | None, host: str | None,
-             task_index: int | None, emulate: bool, pin: bool, connect_timeout: float, stall_timeout: float,
+             task_index: int | None, emulate: bool, pin: bool, connect_timeout: float, hang_timeout: str,
              max_restarts: int, cluster_from: str | None, base_port: int | None, ps: int | None,
              allow_unenforced: bool, profile_steps: str) -> tuple[RunConfig, MultiOptions | None]:
     """``perfkit run``'s configuration and cluster for ``mode`` (no cluster in single mode), every flag
@@ -51,7 +51,7 @@ def for_mode(cfg: RunConfig, mode: Mode, *, workers: int | None, cluster: Path |
         return cfg, None
     opts = multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
                          cluster_from, base_port, mode=mode, ps=ps)
-    return cfg, supervised(opts, stall_timeout, allow_unenforced)
+    return cfg, supervised(opts, hang_timeout, allow_unenforced)
 
 
 def check_knobs(knobs: Knobs, modes: list[str]) -> None:
@@ -78,14 +78,25 @@ def knobs_for_modes(knobs: Knobs, modes: list[str]) -> dict[str, tuple[Knobs, di
     return out
 
 
-def supervised(opts: MultiOptions, stall_timeout: float, allow_unenforced: bool) -> MultiOptions:
-    if stall_timeout <= 0:
-        raise UsageError("--stall-timeout: must be > 0 seconds")
-    return replace(opts, stall_timeout=stall_timeout, allow_unenforced=allow_unenforced)
+def supervised(opts: MultiOptions, hang_timeout: str, allow_unenforced: bool) -> MultiOptions:
+    return replace(opts, hang_timeout=parse_hang_timeout(hang_timeout), allow_unenforced=allow_unenforced)
+
+
+def parse_hang_timeout(value: str) -> float | None:
+    """``--hang-timeout``: ``auto`` (None: derived from the run's own steps, trainer/hang.py) or seconds > 0."""
+    if str(value).strip().lower() == "auto":
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise UsageError(f"--hang-timeout: {value!r} is not 'auto' or a number of seconds > 0")
+    return seconds
 
 
 def launch_options(command: list[str], mode: Mode, *, workers: int | None, cluster: Path | None, emulate: bool,
-                   pin: bool, connect_timeout: float, stall_timeout: float, max_restarts: int,
+                   pin: bool, connect_timeout: float, hang_timeout: str, max_restarts: int,
                    cluster_from: str | None, base_port: int | None, allow_unenforced: bool, profile_steps: str,
                    sample_interval: float, label: str | None, auto_record: bool = True,
                    step_function: str | None = None) -> tuple[LaunchOptions, MultiOptions]:
@@ -112,7 +123,7 @@ def launch_options(command: list[str], mode: Mode, *, workers: int | None, clust
     user = UserCommand.checked(command, mode is Mode.multi, passed_on, auto_record, step_function)
     lopts = LaunchOptions(user, mode,
                           check_spec(profile_steps), sample_interval=sample_interval, label=label)
-    return lopts, supervised(opts, stall_timeout, allow_unenforced)
+    return lopts, supervised(opts, hang_timeout, allow_unenforced)
 
 
 def no_multi_flags(**given: object) -> None:

@@ -5,6 +5,8 @@ the launcher alone decides when they stop), samples their CPU, follows their sta
 - fails with the names of the workers that never joined when the cluster does not form in time;
 - notices a dead worker within a second, stops the others (SIGTERM, then SIGKILL: TF's preemption
   handler swallows SIGTERM) and records which worker died, how, and its last log lines;
+- notices a hung cluster (no step ends on any worker for the hang limit) and names the worker that stopped
+  first, the peers as waiting for it (``hang.py``, from each worker's heartbeat);
 - with ``max_restarts``, restarts the whole cluster and lets BackupAndRestore resume the last epoch;
 - on Ctrl-C, stops every worker and marks the run ``interrupted``.
 """
@@ -21,12 +23,16 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import psutil
+
 from perfkit.cluster import ClusterSpec, is_loopback
 from perfkit.events import Observer
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.results import RunDir, write_json
+from perfkit.trainer import hang
 from perfkit.trainer.hosts.cpubudget import Placement
-from perfkit.trainer.probe import listening, unreachable
+from perfkit.trainer.probe import listening, lost_links, unreachable
+from perfkit.trainer.worker.heartbeat import HEARTBEAT_FILE, read_heartbeat
 from perfkit.trainer.worker.session import CLAIM_FILE
 
 if TYPE_CHECKING:
@@ -72,14 +78,15 @@ class PerfkitWorker:
 
 class Launcher:
     def __init__(self, run: RunDir, cluster: ClusterSpec, placements: list[Placement], env: HostEnv | None,
-                 sampler: Sampler, observer: Observer, connect_timeout: float, stall_timeout: float = 600.0,
+                 sampler: Sampler, observer: Observer, connect_timeout: float, hang_timeout: float | None = None,
                  spawn: Any = None) -> None:
         self.run, self.cluster, self.env = run, cluster, env
         self.spawn = spawn or PerfkitWorker()  # or a user's command (perfkit.trainer.command.UserCommand)
         self.sampler, self.observer, self.connect_timeout = sampler, observer, connect_timeout
-        self.stall_timeout = stall_timeout
+        self.hang_timeout = hang_timeout  # None: derived from the run's own pauses (hang.Progress)
+        self.progress = self._new_progress()
+        self._beats: dict[int, dict[str, Any]] = {}
         self._last_seen: dict[int, Any] = {}
-        self._heard: dict[int, float] = {}
         self.workers = [Worker(p) for p in placements]
         self._shown: dict[int, str] = {}
         self._progress_started = False
@@ -92,6 +99,7 @@ class Launcher:
             wdir = self.run.worker_dir(w.index)
             (wdir / "status.json").unlink(missing_ok=True)
             (wdir / CLAIM_FILE).unlink(missing_ok=True)  # this attempt's recording process claims it anew
+            (wdir / HEARTBEAT_FILE).unlink(missing_ok=True)
             prefix = self.env.wrap(w.index) if self.env else []  # its host's network namespace
             with open(wdir / "worker.log", "ab") as out:
                 w.proc = subprocess.Popen(
@@ -102,6 +110,13 @@ class Launcher:
                 self.env.started(w.index, w.proc.pid)
             self.sampler.watch(Target(w.proc.pid, w.index, self.cluster.tasks[w.index].role, w.placement.host))
             w.status = {}
+        self.progress, self._beats = self._new_progress(), {}
+
+    def _new_progress(self) -> hang.Progress:
+        if self.spawn.forms_cluster:
+            return hang.Progress(self.hang_timeout, self.connect_timeout)
+        # One process alone keeps no peer waiting: a pause of its own is not called a hang before the ceiling.
+        return hang.Progress(self.hang_timeout or hang.CEILING_S, hang.CEILING_S)
 
     def wait(self) -> Failure | None:
         """Until every worker exited 0 (None) or something went wrong (the Failure)."""
@@ -119,9 +134,9 @@ class Launcher:
             if deadline and time.monotonic() > deadline:
                 return self._not_formed()
             if not deadline:
-                stalled = self._stalled()
-                if stalled is not None:
-                    return stalled
+                hung = self._hung()
+                if hung is not None:
+                    return hung
             time.sleep(POLL_S)
 
     def _finishing(self) -> list[Worker]:
@@ -154,21 +169,62 @@ class Launcher:
         the first local worker."""
         return next((w for w in self.workers if self.cluster.tasks[w.index].role == "chief"), self.workers[0])
 
-    def _stalled(self) -> Failure | None:
-        """A formed cluster whose running workers all stopped reporting: a hung peer or collective
-        (the processes live, so nothing else would end the wait)."""
+    def _watched(self) -> list[Worker]:
+        """The running workers whose progress counts: under ParameterServerStrategy only the chief (servers
+        make no steps)."""
         running = [w for w in self.workers if w.proc is not None and w.proc.poll() is None]
-        if self.cluster.is_ps:  # servers never report progress: only the chief does, where it runs
+        if self.cluster.is_ps:
             running = [w for w in running if self.cluster.tasks[w.index].role == "chief"]
+        return running
+
+    def _hung(self) -> Failure | None:
+        """A formed cluster whose workers all stopped making progress (the processes live, so nothing else
+        would end the wait): the worker that stopped first named as the cause, the others as waiting."""
+        running = self._watched()
         if not running:
             return None
-        quiet = time.monotonic() - max(self._heard.get(w.index, time.monotonic()) for w in running)
-        if quiet <= self.stall_timeout:
+        quiet = self.progress.quiet(time.monotonic())
+        limit, how = self.progress.limit()
+        if quiet <= limit:
             return None
-        names = ", ".join(f"{self._short(w.index)} ({w.status.get('state')}, epoch {w.status.get('epoch', '?')} step "
-                          f"{w.status.get('step', '?')})" for w in running)
-        return Failure("failed", f"no worker reported progress for {self.stall_timeout:g} s; still running: {names}",
-                       {"stalled": [w.index for w in running]})
+        seen = [self._seen(w) for w in running]
+        found = hang.diagnose(seen, time.time_ns())
+        ceiling = self.hang_timeout if self.hang_timeout is not None else hang.CEILING_S
+        if found is None and any(hang.busy(x) for x in seen) and quiet <= max(limit, ceiling):
+            return None  # a worker computes outside a collective: slow, not hung
+        why = f"no step ended on any worker for {hang.secs(quiet)} s (limit {hang.secs(limit)} s: {how})"
+        details = {"quiet_s": round(quiet, 1), "limit_s": round(limit, 1), "limit": how}
+        if found is not None:
+            return Failure("failed", f"{found.text}; {why}", {**found.details, **details})
+        text, more = self._nobody_stuck(seen)
+        return Failure("failed", f"{text}; {why}", {"hung": [], "waiting": [x.index for x in seen], **more, **details})
+
+    def _nobody_stuck(self, seen: list[hang.Seen]) -> tuple[str, dict[str, Any]]:
+        """Every live worker waits inside TensorFlow (or cannot be told): a link lost between hosts, where the
+        run's network can be probed, or a collective that does not complete."""
+        lost = lost_links(self.env, self.cluster) if self.env is not None else []
+        if lost:
+            text = f"{hang.lost_text(lost)}; their workers are alive and wait in a collective"
+            return text, {"lost_links": [list(p) for p in lost]}
+        mine = {w.index for w in self.workers}
+        return hang.nobody_stuck(seen, [self._short(t.index) for t in self.cluster.tasks if t.index not in mine]), {}
+
+    def _seen(self, w: Worker) -> hang.Seen:
+        try:
+            state = psutil.Process(w.proc.pid).status() if w.proc is not None else None
+        except psutil.Error:
+            state = None
+        beat = self._beats.get(w.index)
+        where = beat if beat is not None and beat.get("step") is not None else w.status  # the freshest: its heartbeat
+        return hang.Seen(w.index, self._name(w), state, beat, self.sampler.latest().get(w.index), self._cores(w),
+                         where.get("epoch"), where.get("step"), self.progress.moved.get(w.index))
+
+    def _cores(self, w: Worker) -> float:
+        """The cores a worker may use: its share of its host's budget, else its pinned cores, else the machine."""
+        p = w.placement
+        if p.host_budget:
+            return p.host_budget / max(1, sum(1 for o in self.workers if o.placement.host == p.host))
+        return float(len(p.cores)) if p.cores else float(os.cpu_count() or 1)
 
     def _joined(self, w: Worker) -> bool:
         """Its status says it joined; or, for a command that may write no status (a user's script without
@@ -214,26 +270,44 @@ class Launcher:
         for w in self.workers:  # their last word (a server's "stopped") for run.json
             w.status = self._status_file(w.index) or w.status
 
-    def interrupt(self) -> None:
-        # SIGINT first: a worker turns it into KeyboardInterrupt and saves what it recorded.
-        for w in self.workers:
-            if w.proc is not None and w.proc.poll() is None:
-                _signal(w.proc, signal.SIGINT)
-        self.stop(grace=STOP_GRACE_S + 2)
+    def interrupt(self, grace: float = STOP_GRACE_S + 2) -> None:
+        """Stop every worker so that it saves what it recorded: SIGINT (a worker turns it into
+        KeyboardInterrupt; a stopped one is continued to receive it), then ``stop`` after ``grace``. A peer
+        waiting in a collective saves too, once the others are gone and its collective fails."""
+        running = [w.proc for w in self.workers if w.proc is not None and w.proc.poll() is None]
+        for proc in running:
+            _signal(proc, signal.SIGINT)
+            _signal(proc, signal.SIGCONT)
+        end = time.monotonic() + grace
+        for proc in running:
+            try:
+                proc.wait(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        self.stop()
 
     # -- observation ---------------------------------------------------------------------------------
     def _read_statuses(self) -> None:
-        busy = self.sampler.latest() if not self.spawn.reports else {}
+        now = time.monotonic()
+        cpu = self.sampler.latest() if not self.spawn.reports else {}
+        watched = [w.index for w in self._watched()]
         for w in self.workers:
-            if busy.get(w.index, 0.0) > 1.0:  # a command without status shows its progress by computing
-                self._heard[w.index] = time.monotonic()
+            beat = read_heartbeat(self.run.worker_dir(w.index))
+            if beat is not None:
+                self._beats[w.index] = beat
+                self.progress.observe(w.index, beat.get("progress"), now, watched)
+            elif cpu.get(w.index, 0.0) > 1.0:  # a command that records nothing shows progress only by computing
+                self.progress.heard(now)
             status = self._status_file(w.index)
             if status is None:
                 continue  # not written yet, or being replaced this instant
             w.status = status
             if w.status.get("t_wall_ns") != self._last_seen.get(w.index):
                 self._last_seen[w.index] = w.status.get("t_wall_ns")
-                self._heard[w.index] = time.monotonic()
+                # A state change before the first step, or a worker without heartbeat (a ps chief counts
+                # its workers' steps in status.json): progress. After it, only heartbeats count.
+                if not self.progress.started or w.index not in self._beats or self.cluster.is_ps:
+                    self.progress.heard(now)
             state = str(w.status.get("state"))
             if self._shown.get(w.index) != state:
                 self._shown[w.index] = state
@@ -283,7 +357,23 @@ class Launcher:
                    "last_log_lines": self._tail(first.index), "profile": first.status.get("profile"),
                    "also_exited": [w.index for w in dead if w is not first]}
         text = f"{self._name(first)} {_exit_text(code)}" + (f": {error}" if error else "")
+        if code > 0 and (not error or _is_consequence(error)):
+            waited = f"{self._name(first)} {_exit_text(code)} waiting for it" + (f" ({error})" if error else "")
+            return self._cause_of_death(waited, text, details) or Failure("failed", text, details)
         return Failure("failed", text, details)
+
+    def _cause_of_death(self, waited: str, text: str, details: dict[str, Any]) -> Failure | None:
+        """A worker that died of a peer's silence (TF's coordination service gives up on a stopped peer in
+        ~13 s): the live peer that stopped or is stuck is the cause; or, every worker alive until then and
+        waiting, the link between their hosts."""
+        live = [self._seen(w) for w in self.workers if w.proc is not None and w.proc.poll() is None]
+        found = hang.diagnose(live, time.time_ns())
+        if found is not None:
+            return Failure("failed", f"{found.text}; {waited}", {**details, **found.details})
+        lost = lost_links(self.env, self.cluster) if self.env is not None else []
+        if not lost:
+            return None
+        return Failure("failed", f"{hang.lost_text(lost)}; {text}", {**details, "lost_links": [list(p) for p in lost]})
 
     def _tail(self, index: int, lines: int = 15) -> list[str]:
         try:

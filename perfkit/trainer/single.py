@@ -76,7 +76,7 @@ def _train(cfg: RunConfig, workload: Any, run: RunDir, sampler: Sampler, steplog
             return "complete", None, None
         except KeyboardInterrupt:
             log.warning("interrupted by the user")
-            return "interrupted", "interrupted by the user (Ctrl-C)", RunInterrupted(
+            return "interrupted", "interrupted (Ctrl-C, SIGTERM or SIGHUP)", RunInterrupted(
                 f"run {run.path.name} interrupted; what was recorded is kept in {run.path}")
         except PerfkitError as exc:
             log.error("%s", exc)

@@ -41,12 +41,12 @@ def supervise(launcher: Launcher, max_restarts: int, write_launch: Any, recover_
             failure = launcher.wait()
         except KeyboardInterrupt:
             launcher.interrupt()
-            return Failure("interrupted", "interrupted by the user (Ctrl-C)", {}), restarts
+            return Failure("interrupted", "interrupted (Ctrl-C, SIGTERM or SIGHUP)", {}), restarts
         if failure is None:
             return None, restarts
-        launcher.stop()
+        launcher.interrupt()  # what each worker recorded is saved, a hung one's included
         crash = recover_profiler and spec != "off" and profiler_crash(failure)
-        if (not crash and used >= max_restarts) or "missing" in failure.details:
+        if (not crash and used >= max_restarts) or "missing" in failure.details or _disk_full(launcher):
             return failure, restarts
         attempt += 1
         used += 0 if crash else 1
@@ -59,6 +59,14 @@ def supervise(launcher: Launcher, max_restarts: int, write_launch: Any, recover_
                "inside TensorFlow's profiler; resuming without profiling" if crash else
                f"restart {used} of {max_restarts}")
         launcher.observer.phase(f"restarting the cluster ({why}): {failure.message}")
+
+
+def _disk_full(launcher: Launcher) -> bool:
+    """A results disk that refuses writes ends the run: a restart could record nothing (not even its launch)."""
+    from perfkit._atomic import disk_refuses
+
+    run = getattr(launcher, "run", None)
+    return run is not None and disk_refuses(run.path) is not None
 
 
 def _retry_spec(launcher: Launcher, failure: Failure, retries: int) -> tuple[str, int]:

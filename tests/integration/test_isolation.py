@@ -4,6 +4,7 @@ These need root (network namespaces, tc); without it they skip, saying so. CI ru
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
@@ -16,9 +17,10 @@ import pytest
 
 from perfkit.cluster import load_cluster
 from perfkit.errors import UsageError
+from perfkit.results import RunRecord
 from perfkit.trainer.hosts.netns import NETNS_DIR, Sandbox, netem_available, why_unavailable
 from tests import clusters
-from tests.integration._util import TINY_MULTI, meta, only_run, start, wait_for_status, worker_processes
+from tests.integration._util import TINY_MULTI, meta, only_run, perfkit, start, wait_for_status, worker_processes
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(why_unavailable() is not None, reason=f"network namespaces: {why_unavailable()}")]
@@ -96,8 +98,25 @@ def test_an_emulated_run_killed_by_any_signal_leaves_nothing(tmp_path: Path, sig
         left = _leftovers(run, proc.pid)
         time.sleep(0.2)
     assert not left, f"left after {sig.name}: {left}"
-    if sig != signal.SIGKILL:
-        assert proc.returncode == 130 and meta(run)["status"] == "interrupted"
+    m = meta(run)  # a SIGKILLed launcher's run is finished by its janitor (gone by now, see _leftovers)
+    assert m["status"] == "interrupted", f"after {sig.name}: run.json says {m['status']}"
+    if sig == signal.SIGKILL:
+        assert m["error"] == f"perfkit's launcher (pid {proc.pid}) ended without finishing the run", m["error"]
+        assert any("cpu.parquet" in x for x in m["lost"]), m.get("lost")
+        # Each worker got SIGINT when the launcher died (its parent-death signal) and saved its steps, unless
+        # its peer's exit failed it first (it saves then too) or it was stuck in a collective past the janitor's
+        # grace (SIGKILLed: then `lost` names it).
+        states = {w["index"]: w["state"] for w in m["workers"]}
+        assert "interrupted" in states.values(), states
+        unsaved = [i for i, state in states.items() if state not in ("interrupted", "failed")]
+        assert all(any(x.startswith(f"worker {i}: ") for x in m["lost"]) for i in unsaved), (states, m["lost"])
+    else:
+        assert proc.returncode == 130
+    assert not RunRecord.load(run).steps.empty, "the steps of the epochs done are kept"
+    analysed = perfkit("analyze", str(run), "--format", "json", "--no-html", timeout=120)
+    assert analysed.returncode == 0, analysed.stderr[-2000:]
+    excluded = {r["run_id"]: r["reason"] for r in json.loads(analysed.stdout)["excluded"]}
+    assert excluded[run.name].startswith(f"status interrupted: {m['error']}"), excluded  # read, and said why
 
 
 def _throughput_mbit(server_ns: str, client_ns: str, address: str, megabytes: int) -> float:

@@ -133,7 +133,7 @@ def test_launch_flags_for_the_hook_are_checked() -> None:
     from perfkit.config import Mode
     from perfkit.trainer.options import launch_options
 
-    common = dict(workers=None, cluster=None, emulate=False, pin=True, connect_timeout=30.0, stall_timeout=60.0,
+    common = dict(workers=None, cluster=None, emulate=False, pin=True, connect_timeout=30.0, hang_timeout="60",
                   max_restarts=0, cluster_from=None, base_port=None, allow_unenforced=False, profile_steps="auto",
                   sample_interval=0.5, label=None)
     with pytest.raises(UsageError, match="--step-function: 'train step' is not a function name"):

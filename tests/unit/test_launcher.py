@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -34,14 +37,54 @@ def _launcher(tmp_path: Path, states: list[dict], codes: list[int | None], **kw:
     return launcher
 
 
-def test_a_formed_cluster_that_stops_reporting_is_a_failure_naming_the_workers(tmp_path: Path) -> None:
+def _beat(run_dir: Path, index: int, progress: int, kind: str, **where: object) -> None:
+    main = {"kind": kind, "file": f"/src/{kind}.py", "line": 7, "function": "f", **where}
+    beat = {"pid": 1, "t_wall_ns": time.time_ns(), "interval_s": 1.0, "progress": progress, "main": main}
+    (run_dir / "workers" / str(index) / "heartbeat.json").write_text(json.dumps(beat))
+
+
+def test_a_hung_cluster_names_the_worker_stuck_in_its_own_code_and_the_peer_as_waiting(tmp_path: Path) -> None:
     states = [{"state": "training", "epoch": 1, "step": 7}, {"state": "training", "epoch": 1, "step": 7}]
-    launcher = _launcher(tmp_path, states, [None, None], connect_timeout=60, stall_timeout=0.5)
+    launcher = _launcher(tmp_path, states, [None, None], connect_timeout=60, hang_timeout=0.5)
+    _beat(launcher.run.path, 0, 40, "tensorflow")
+    _beat(launcher.run.path, 1, 39, "user", file="/home/u/train.py", line=31, function="on_train_batch_end")
     t0 = time.monotonic()
     failure = launcher.wait()
     assert failure is not None and time.monotonic() - t0 < 5
-    assert "no worker reported progress for 0.5 s" in failure.message and "epoch 1 step 7" in failure.message
-    assert failure.details == {"stalled": [0, 1]}
+    assert failure.message.startswith("worker 1 ") and "stuck in its own code (epoch 1, step 7)" in failure.message
+    assert "train.py:31 in on_train_batch_end" in failure.message and "worker 0 " in failure.message
+    assert "waits for it inside TensorFlow" in failure.message and "(limit 0.5 s: --hang-timeout)" in failure.message
+    assert failure.details["hung"] == [1] and failure.details["waiting"] == [0]
+
+
+def test_a_cluster_without_a_stuck_worker_says_every_worker_waits_in_tensorflow(tmp_path: Path) -> None:
+    states = [{"state": "training"}, {"state": "training"}]
+    launcher = _launcher(tmp_path, states, [None, None], connect_timeout=60, hang_timeout=0.5)
+    for i in (0, 1):
+        _beat(launcher.run.path, i, 40, "tensorflow")
+    failure = launcher.wait()
+    assert failure is not None and failure.details["hung"] == [] and failure.details["waiting"] == [0, 1]
+    assert "every worker waits inside TensorFlow and none is stuck in its own code" in failure.message
+
+
+def test_a_peer_that_died_waiting_for_a_stopped_worker_blames_the_stopped_one(tmp_path: Path) -> None:
+    stopped = subprocess.Popen(["sleep", "60"])
+    try:
+        os.kill(stopped.pid, signal.SIGSTOP)
+        states = [{"state": "failed", "error": "UnavailableError: task /job:worker/replica:0/task:1 heartbeat timeout"},
+                  {"state": "training", "epoch": 0, "step": 20}]
+        launcher = _launcher(tmp_path, states, [1, None], connect_timeout=60)
+        launcher.workers[1].proc = stopped  # type: ignore[assignment]
+        _beat(launcher.run.path, 1, 40, "tensorflow")
+        time.sleep(0.2)  # the kernel reports the state once the signal is delivered
+        failure = launcher.wait()
+    finally:
+        stopped.kill()
+        stopped.wait()
+    assert failure is not None and failure.message.startswith("worker 1 ")
+    assert "is stopped (epoch 0, step 20)" in failure.message and "SIGSTOP" in failure.message
+    assert "worker 0 (" in failure.message and "exited with code 1 waiting for it" in failure.message
+    assert failure.details["hung"] == [1] and failure.details["worker"] == 0
 
 
 def test_a_dead_worker_is_named_with_its_exit_code(tmp_path: Path) -> None:
@@ -85,6 +128,9 @@ class FakeLauncher:
         return self.outcomes.pop(0)
 
     def stop(self) -> None:
+        pass
+
+    def interrupt(self) -> None:
         pass
 
     def worker_records(self) -> list[dict]:
@@ -154,3 +200,13 @@ def test_captures_come_from_the_last_traced_attempt_with_the_lost_ones_listed() 
     lost = _captures([{"index": 0, "profile": None}, {"index": 1, "profile": None}], [crash])
     assert {w["status"] for w in lost.values()} == {"crashed"}
     assert _captures([{"index": 0, "profile": {"status": "captured"}}], []) == {"0": {"status": "captured"}}
+
+
+def test_max_restarts_restarts_after_a_hang_as_after_a_death() -> None:
+    hung = Failure("failed", "worker 1 is stuck in its own code ...", {"hung": [1], "waiting": [0]})
+    fake = FakeLauncher([hung, None])
+    failure, restarts = supervise(fake, 1, lambda a, spec: fake.launches.append((a, spec)))  # type: ignore[arg-type]
+    assert failure is None and len(restarts) == 1 and restarts[0]["after"] == hung.message
+    assert not restarts[0]["profiler_crash"] and [a for a, _ in fake.launches] == [0, 1]
+    fake = FakeLauncher([hung])
+    assert supervise(fake, 0, lambda a, spec: None)[0] is hung, "no restart left: the hang is the run's failure"  # type: ignore[arg-type]

@@ -70,7 +70,9 @@ class HostEnv:
         return self.sandbox.wrap(self.cluster.tasks[index].host)
 
     def started(self, index: int, pid: int) -> None:
-        """Put a new worker into its host's group (before it computes anything)."""
+        """Put a new worker into its host's group (before it computes anything), and tell the janitor, which
+        stops it if the launcher dies (``janitor.finish_run``)."""
+        self.janitor.register("worker", pid, index=index, started=_start_time(pid))
         host = self.cluster.tasks[index].host
         try:
             self.quota.add(host, pid)
@@ -102,6 +104,15 @@ class HostEnv:
         if self.reads:
             out["applied"] = cpubudget.applied(self.placements, self.reads, self.budgets, not self.unenforced)
         return out
+
+
+def _start_time(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
 
 
 def preflight(opts: Any) -> None:

@@ -6,6 +6,13 @@ or a signal to perfkit's process group does not reach it) and ignoring SIGINT/SI
 tells it each thing as soon as it is made, one JSON line each on a pipe. When the pipe closes (the launcher
 finished, or died) the janitor kills whatever still runs inside those namespaces and cgroups, removes them,
 and exits. On a normal finish the launcher has already removed everything and the janitor finds nothing.
+
+It also finishes a run its launcher could not (``finish_run``): told the run directory and each worker's
+pid, when the pipe closes while run.json still says ``running`` (the launcher was killed by SIGKILL or
+died of a bug), it waits for the workers to stop (the kernel sent each the parent-death signal: SIGINT,
+which lets a worker save the steps of its current epoch; ``worker/guard.py``), SIGKILLs any still running
+after ``STOP_GRACE_S``, then marks run.json ``interrupted`` with the workers' last states and what was
+lost, so that ``perfkit analyze`` reads what the run recorded.
 """
 
 from __future__ import annotations
@@ -23,8 +30,10 @@ from typing import IO, Any
 
 log = logging.getLogger(__name__)
 
-KINDS = ("netns", "cgroup", "dir", "glob")  # glob: temporary folders whose names are not known ahead
+# glob: temporary folders whose names are not known ahead; run: a run directory; worker: a worker's pid
+KINDS = ("netns", "cgroup", "dir", "glob", "run", "worker")
 EMPTY_WAIT_S = 10.0
+STOP_GRACE_S = 5.0  # for a worker to save its steps after its launcher died, before SIGKILL
 
 
 class Janitor:
@@ -32,15 +41,15 @@ class Janitor:
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
-        self.items: list[dict[str, str]] = []
+        self.items: list[dict[str, Any]] = []
 
     def start(self) -> None:
         # "--for PID" names the launcher it serves (in ps, and for tests that look for one run's janitor)
         argv = [sys.executable, "-m", "perfkit.trainer.hosts.janitor", "--for", str(os.getpid())]
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)
 
-    def register(self, kind: str, value: str | Path) -> None:
-        item = {"kind": kind, "value": str(value)}
+    def register(self, kind: str, value: str | Path, **extra: Any) -> None:
+        item = {"kind": kind, "value": str(value), **extra}
         self.items.append(item)
         if self._proc is not None and self._proc.stdin is not None:
             try:
@@ -126,6 +135,112 @@ def _kill(pids: list[int]) -> None:
                 pass
 
 
+# -- a run its launcher did not finish -------------------------------------------------------------------
+SAVED_STATES = ("interrupted", "done", "failed")  # a worker in one of these saved its tables (part.close_part)
+
+
+def finish_run(items: list[dict[str, Any]], launcher: int | None, grace: float = STOP_GRACE_S) -> list[Path]:
+    """Stop the registered workers still running (their launcher is gone), then mark each registered run
+    still ``running`` as ``interrupted``; the runs so marked."""
+    workers = {int(i["index"]): i for i in items if i.get("kind") == "worker" and isinstance(i.get("index"), int)}
+    stop_workers([(int(i["value"]), i.get("started")) for i in workers.values()], grace)
+    done = []
+    for run in [Path(i["value"]) for i in items if i.get("kind") == "run"]:
+        if mark_interrupted(run, launcher, sorted(workers)):
+            done.append(run)
+    return done
+
+
+def stop_workers(procs: list[tuple[int, float | None]], grace: float) -> None:
+    """Wait up to ``grace`` for these processes to end (their parent-death signal asked them to), then
+    SIGKILL the rest. ``started``: the process's start time, so a reused pid is never touched."""
+    live = [p for p in (_process(pid, started) for pid, started in procs) if p is not None]
+    deadline = time.monotonic() + grace
+    while live and time.monotonic() < deadline:
+        time.sleep(0.1)
+        live = [p for p in live if _running(p)]
+    _kill([p.pid for p in live])
+
+
+def _process(pid: int, started: float | None) -> Any:
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return proc if _running(proc) and (started is None or abs(proc.create_time() - started) < 0.05) else None
+    except psutil.Error:
+        return None
+
+
+def _running(proc: Any) -> bool:
+    import psutil
+
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE  # a zombie has saved all it will
+    except psutil.Error:
+        return False
+
+
+def mark_interrupted(run: Path, launcher: int | None, indices: list[int]) -> bool:
+    """run.json ``interrupted`` if it still says ``running``, with each worker's last state (its status.json)
+    and what was lost; False when the run had been finished (or has no readable run.json)."""
+    from perfkit.profiler.tracewindow import finish_traces
+    from perfkit.results import RUN_FILE, RunDir, release_reserve
+
+    try:
+        meta = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(meta, dict) or meta.get("status") != "running":
+        return False
+    cluster = meta.get("cluster") or {}
+    indices = sorted({*indices, *(int(i) for i in cluster.get("local_workers") or [] if isinstance(i, int))})
+    states = {i: _status(run, i) for i in indices}
+    records = [_worker_record(cluster, i, st) for i, st in states.items()]
+    plan = next((w["plan"] for w in records if w.get("plan") and "executions_per_epoch" in w["plan"]), None)
+    who = f"perfkit's launcher (pid {launcher})" if launcher else "perfkit's launcher"
+    release_reserve(run)
+    record = RunDir(run, meta)
+    record.finish("interrupted", f"{who} ended without finishing the run", workers=records, lost=lost(states),
+                  failure={"launcher_pid": launcher, "finished_by": "the run's janitor"},
+                  **({"plan": plan} if plan else {}))
+    captures = {str(i): st["profile"] for i, st in states.items() if isinstance(st.get("profile"), dict)}
+    finish_traces(record, str((meta.get("config") or {}).get("profile_steps") or "off"), captures)
+    return True
+
+
+def lost(states: dict[int, dict[str, Any]]) -> list[str]:
+    """What a run whose launcher died did not keep, in words."""
+    out = ["cpu.parquet, system.parquet: the CPU and memory samples were in the launcher's memory"]
+    for i, st in sorted(states.items()):
+        if st and st.get("state") not in SAVED_STATES:  # no status.json: a command that records nothing
+            saved = int(st.get("epochs_done") or 0)
+            out.append(f"worker {i}: its steps after epoch {saved} (it ended '{st.get('state')}', without "
+                       f"saving them)")
+    return out
+
+
+def _status(run: Path, index: int) -> dict[str, Any]:
+    try:
+        status = json.loads((run / "workers" / str(index) / "status.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def _worker_record(cluster: dict[str, Any], index: int, status: dict[str, Any]) -> dict[str, Any]:
+    """run.json's ``workers[]`` entry, as the launcher would have written it, from what is on disk."""
+    task = next((t for t in cluster.get("tasks") or cluster.get("workers") or []
+                 if isinstance(t, dict) and t.get("index") == index), {})
+    ints = {k: status.get(k) if isinstance(status.get(k), int) else None
+            for k in ("pid", "anchor_wall_ns", "anchor_mono_ns")}
+    maps = {k: status.get(k) if isinstance(status.get(k), dict) else None for k in ("profile", "calibration", "plan")}
+    state = status.get("state")
+    return {"index": index, "host": task.get("host") or status.get("host"), "role": task.get("role"),
+            "task": task.get("task"), "endpoint": task.get("endpoint"), **ints, "exit_code": None,
+            "state": state if isinstance(state, str) else None, **maps, "epochs_done": status.get("epochs_done")}
+
+
 def _read_items(stream: IO[bytes]) -> list[dict[str, Any]]:
     items = []
     for line in stream:  # until the launcher closes the pipe, or dies
@@ -138,12 +253,20 @@ def _read_items(stream: IO[bytes]) -> list[dict[str, Any]]:
     return items
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    launcher = int(args[1]) if len(args) == 2 and args[0] == "--for" and args[1].isdigit() else None
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    left = remove(_read_items(sys.stdin.buffer))
+    items = _read_items(sys.stdin.buffer)
+    left = []
+    try:
+        finish_run(items, launcher)
+    except Exception as exc:  # noqa: BLE001 - the removal below must happen whatever went wrong here
+        left.append(f"the run's record: {type(exc).__name__}: {exc}")
+    left += remove(items)
     for line in left:
-        print(f"perfkit janitor: could not remove {line}", file=sys.stderr)
+        print(f"perfkit janitor: could not finish or remove {line}", file=sys.stderr)
     return 1 if left else 0
 
 

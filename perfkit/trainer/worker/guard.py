@@ -23,16 +23,51 @@ EXIT_NOT_STARTED = 127  # as a shell says for a command it cannot run
 
 
 def die_with_launcher(launcher_pid: int | None) -> None:
-    """Let the kernel SIGKILL this process when its launcher dies (even by kill -9), so no orphan is left
+    """Let the kernel signal this process when its launcher dies (even by kill -9), so no orphan is left
     waiting forever in a collective. A Python watchdog thread cannot do this: the strategy constructor
-    blocks inside TensorFlow without releasing the GIL."""
+    blocks inside TensorFlow without releasing the GIL.
+
+    The signal is SIGINT where the launcher has a janitor (``hosts/janitor.py``, every multi-worker run's):
+    the worker saves the steps of its current epoch as on Ctrl-C, and the janitor SIGKILLs it if it has not
+    ended within its grace period (stuck in TensorFlow, where no Python handler runs). Without a janitor
+    (a benchmark's helper processes) nothing would back SIGINT up, so it is SIGKILL."""
     if not launcher_pid:
         return
-    if not set_parent_death_signal(signal.SIGKILL):
+    sig = signal.SIGINT if has_janitor(launcher_pid) else signal.SIGKILL
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # Inherited from a launcher started in the background of a script (the shell ignores SIGINT there),
+        # it would also survive the exec of a user's command: SIGINT must reach this worker as Ctrl-C.
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        except ValueError:  # not the main thread
+            pass
+    if not set_parent_death_signal(sig):
         log.warning("cannot tie this worker to its launcher's life (no prctl PR_SET_PDEATHSIG here)")
+    else:
+        log.info("%s when the launcher (pid %d) dies", sig.name, launcher_pid)
     if os.getppid() != launcher_pid:  # the launcher died before prctl took effect
         log.error("launcher (pid %d) is gone; exiting", launcher_pid)
         os._exit(EXIT_ORPHANED)
+
+
+def has_janitor(launcher_pid: int) -> bool:
+    """The launcher runs a janitor for its run: a child ``python -m perfkit.trainer.hosts.janitor --for PID``.
+    Read from /proc (no psutil: this runs in front of every launched command)."""
+    want = ["perfkit.trainer.hosts.janitor", "--for", str(launcher_pid)]
+    try:
+        tasks = os.listdir(f"/proc/{launcher_pid}/task")
+        children = [c for t in tasks for c in _read(f"/proc/{launcher_pid}/task/{t}/children").split()]
+    except OSError:
+        return False
+    return any(_read(f"/proc/{c}/cmdline").split("\0")[-4:-1] == want for c in children)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
 
 
 def apply_cpu_limits(threads: int | None, cores: list[int] | None) -> None:

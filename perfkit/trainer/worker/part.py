@@ -15,9 +15,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from perfkit._atomic import is_disk_error, write_error
 from perfkit.profiler.steps import StepLog
 from perfkit.results import write_json, write_parquet
 from perfkit.trainer.worker.env import INDEX_VAR, RUN_DIR_VAR
+from perfkit.trainer.worker.heartbeat import HEARTBEAT_FILE, Heartbeat
 
 log = logging.getLogger("perfkit.worker")
 
@@ -114,19 +116,29 @@ def open_part(status: Status, wdir: Path, steplog: StepLog, host: str, attempt: 
     for perfkit's own worker and for a user's script under perfkit.record."""
     status.write(anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns, host=host,
                  attempt=attempt)
+    # What lets the launcher tell a stuck worker from the peers waiting for it (trainer/hang.py).
+    Heartbeat(wdir / HEARTBEAT_FILE, steplog.position).start()
     return tables_saver(wdir, steplog, attempt)
 
 
 def close_part(status: Status, save: Callable[[], None], exc: BaseException | None) -> str:
-    """Save what was recorded and say in status.json how the worker ended: done, interrupted or failed."""
-    save()
+    """Save what was recorded and say in status.json how the worker ended: done, interrupted or failed.
+
+    A save the disk refuses (full, read-only) fails the part with that as its reason, unless it already
+    failed of something else; the tables saved at earlier epochs stay as they were (atomic writes)."""
+    try:
+        save()
+    except OSError as err:
+        log.error("%s", write_error(err))
+        if exc is None or isinstance(exc, KeyboardInterrupt):
+            exc = err
     if exc is None:
         status.write(state="done")
         return "done"
     if isinstance(exc, KeyboardInterrupt):
         status.write(state="interrupted")
         return "interrupted"
-    status.write(state="failed", error=error_line(exc))
+    status.write(state="failed", error=write_error(exc) if is_disk_error(exc) else error_line(exc))
     return "failed"
 
 

@@ -1,0 +1,32 @@
+"""The fault suite on real processes, through ``perfkit bench faults --smoke``: a worker stopped by SIGSTOP
+(``perfkit run``), a worker of an unmodified script deadlocked in its own Keras callback (``perfkit launch``),
+and the link of an emulated host cut (``ip link set eth0 down`` in its namespace). Each must be named right
+-- the stopped or stuck worker first, as the cause, its peer as waiting; the two hosts as having lost each
+other -- within the bench's 60 s target, with the failed run's records readable. (A full results disk and
+a killed launcher: test_faults_disk.py and test_isolation.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration._bench import smoke
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.timeout(600)
+def test_every_injected_fault_is_named_right_and_the_failed_run_is_kept(tmp_path: Path) -> None:
+    data = smoke("faults", tmp_path, "--faults", "stop,lock,link", timeout=560)
+    trials = {t["fault"]: t for t in data["results"]["trials"]}
+    assert set(trials) == {"stop", "lock", "link"}
+    for fault, t in trials.items():
+        assert t["injected"] and t["named"] and t["exit_code"] == 1, t
+        assert t["status"] == "failed" and t["steps_kept"] is not None and t["steps_kept"] > 0, t
+    assert "worker 1 " in trials["stop"]["message"] and "is stopped" in trials["stop"]["message"]
+    assert "waiting for it" in trials["stop"]["message"]
+    lock = trials["lock"]["message"]
+    assert "worker 1 " in lock and "stuck in its own code" in lock and "stuck_script.py" in lock
+    assert lock.index("worker 1 ") < lock.index("worker 0 ") and "waits for it inside TensorFlow" in lock
+    assert "hosts fast and slow lost each other" in trials["link"]["message"]
