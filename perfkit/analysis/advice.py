@@ -5,21 +5,29 @@ epoch, each with the knob that acts on it and the gain predicted from this run's
 Per compared step (the trace's, or the CPU-seconds estimate's), means over workers and steps:
 
 - metric and loss reductions: ``small = collective_total_s - allreduce_max_s`` (every collective's time but
-  the longest one), when a step holds more than one collective. tf-keras reduces every metric's state
-  across the workers on every batch (steps_per_execution does not change that: measured), so ``--metrics
-  minimal`` saves from half to all of it;
-- per-step framework time: the trace's other_s (Python, dispatch, callbacks); ``steps_per_execution`` K
-  pays it once per call of K batches: saved from 0 to other_s x (1 - K0/K);
+  the longest one) plus their share, (n - 1) / n, of the idle gaps of the step's chain of n collectives
+  (``collective_gaps_s``: TensorFlow runs them one after another, each dispatched when the previous one
+  ends), when a step holds more than one collective. tf-keras reduces every metric's state across the
+  workers on every batch (steps_per_execution does not change that: measured), so ``--metrics minimal``
+  saves from half to all of it;
+- per-step framework time: the trace's other_s (Python, dispatch, callbacks) less those gaps;
+  ``steps_per_execution`` K pays it once per call of K batches: saved from 0 to that x (1 - K0/K);
 - the gradient all-reduce not hidden under compute: ``max(0, transfer_s - small)``. ``bytes_per_pack``
   splits it so that early packs reduce during the backward pass: saved from 0 (on shared cores the
   exchange competes with compute) up to min(that, 2/3 of busy, the backward pass's usual share);
 - waiting for the straggler: the equal-workers what-if (whatif.py) is its prediction and interval;
 - input: input_s; a larger prefetch hides from none of it up to all;
-- validation: the steady epochs' validation time; validating every other epoch saves half of it.
+- oversubscribed threads (overheads.py): a worker's busy time beyond the CPU it got, where a host runs more
+  workers' threads than it has cores;
+- validation: the steady epochs' validation time; validating every other epoch saves half of it;
+- the trace window (overheads.py): its steps' extra time over the untraced steps of their epoch.
 
-A step's saving becomes the steady epoch's as ``E' = E - steps_per_epoch x saved x r`` (r: the trace's own
-cost taken out, as in the what-if); the predicted speedup is E / E'. Central figures are the middle of each
-range, and the range is the interval: what it assumes is in ``basis``.
+A step's saving s becomes the steady epoch's as ``E' = E - steps_per_epoch x s x r`` (r: the trace's own
+cost taken out, as in the what-if); for the metrics and the steps per execution also ``- min(validation,
+validation_steps x s)``: tf-keras' test step reduces the same metrics and runs as many batches per call,
+so each validation batch saves what a training batch does (measured, 4 local workers: 0.65 s of 1.63 s of
+validation an epoch with --metrics minimal). The predicted speedup is E / E'. Central figures are the
+middle of each range, and the range is the interval: what it assumes is in ``basis``.
 """
 
 from __future__ import annotations
@@ -31,9 +39,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfkit.analysis.overheads import oversubscription, window_cost
 from perfkit.analysis.stragglers import StepSplit
 from perfkit.analysis.whatif import StepModel
-from perfkit.results import RunMeta
+from perfkit.results import RunMeta, RunRecord
 
 ADVICE_COLUMNS = ["rank", "cause", "cost_s", "cost_share", "knob", "api", "predicted_speedup", "predicted_lo",
                   "predicted_hi", "basis", "tried"]
@@ -42,6 +51,12 @@ KEPT_LO = 0.5  # --metrics minimal saves at least this share of the non-gradient
 TRY_PACK = 1 << 20  # bytes per pack to try: the bot detector's 1.8 MB of gradients in two packs
 BACKWARD_SHARE = 2 / 3  # of a step's compute: the backward pass, during which packed reductions can run
 MIN_SHARE = 0.01  # a cause costing less than this share of a steady epoch is not advice
+TRACE_WINDOW = "the trace window"  # its cause's first words
+
+
+def per_epoch(cause: str) -> bool:
+    """Whether a cause's cost_s is seconds per steady epoch (validation, the trace window), not per step."""
+    return cause == "validation" or cause.startswith(TRACE_WINDOW)
 
 
 @dataclass(frozen=True)
@@ -54,30 +69,39 @@ class _Terms:
     busy: float
     inp: float
     collectives: float
+    gaps: float  # the reductions' share of the idle gaps of the step's chain of collectives
     epoch: float
     spe: int
     r: float
+    val: float = 0.0  # validation seconds per steady epoch
+    val_steps: int = 0  # validation batches per epoch (0: not recorded)
 
-    def epoch_saving(self, per_step: float) -> float:
-        return self.spe * per_step * self.r
+    def epoch_saving(self, per_step: float, in_validation: bool = False) -> float:
+        """Seconds of the steady epoch a per-batch saving takes out; ``in_validation``: every validation
+        batch saves it too (at most the validation time)."""
+        val = min(self.val, self.val_steps * per_step) if in_validation and self.val > 0 else 0.0
+        return self.spe * per_step * self.r + val
 
-    def speedup(self, per_step: float) -> float:
-        left = self.epoch - self.epoch_saving(per_step)
+    def speedup(self, per_step: float, in_validation: bool = False) -> float:
+        left = self.epoch - self.epoch_saving(per_step, in_validation)
         return self.epoch / left if left > 0 else math.nan
 
 
 def advice_table(split: StepSplit, trace: pd.DataFrame | None, model: StepModel, row: dict[str, Any],
-                 meta: RunMeta) -> pd.DataFrame:
-    """ADVICE_COLUMNS, ranked by cost share of the steady epoch; empty for one worker or no steady epoch."""
+                 meta: RunMeta, record: RunRecord | None = None) -> pd.DataFrame:
+    """ADVICE_COLUMNS, ranked by cost share of the steady epoch; empty for one worker or no steady epoch.
+    ``record`` (the run's step records and CPU samples) adds the oversubscribed threads and the trace window."""
     epoch = float(row.get("steady_epoch_s", math.nan))
     if split.workers < 2 or not math.isfinite(epoch) or epoch <= 0:
         return pd.DataFrame(columns=ADVICE_COLUMNS)
-    t = _terms(split, trace, model, epoch)
+    t = _terms(split, trace, model, epoch, meta)
     knobs = (meta.config or {}).get("knobs") or {}
     launched = bool(meta.launch)
-    rows = [r for r in (_reductions(t, knobs), _framework(t, knobs), _gradients(t, knobs), _straggler(t, row, split),
-                        _input(t, knobs), _validation(model, epoch)) if r is not None]
-    out = pd.DataFrame(rows, columns=ADVICE_COLUMNS[1:])
+    rows = [_reductions(t, knobs), _framework(t, knobs), _gradients(t, knobs), _straggler(t, row, split),
+            _input(t, knobs), _validation(model, epoch)]
+    if record is not None:
+        rows += [_oversubscribed(t, split, record), _trace_window(split, record, epoch, _steady_epochs(row))]
+    out = pd.DataFrame([r for r in rows if r is not None], columns=ADVICE_COLUMNS[1:])
     out = out[out["cost_share"] >= MIN_SHARE].sort_values("cost_share", ascending=False, ignore_index=True)
     if launched:  # a launched script's code is its own: the API line is the advice, nothing was tried
         out["knob"] = None
@@ -86,7 +110,13 @@ def advice_table(split: StepSplit, trace: pd.DataFrame | None, model: StepModel,
     return out[ADVICE_COLUMNS]
 
 
-def _terms(split: StepSplit, trace: pd.DataFrame | None, model: StepModel, epoch: float) -> _Terms:
+def _steady_epochs(row: dict[str, Any]) -> int:
+    """How many epochs the steady epoch is the mean of (all after the first)."""
+    epochs = row.get("epochs")
+    return max(1, int(epochs) - 1) if isinstance(epochs, (int, float)) and math.isfinite(epochs) else 1
+
+
+def _terms(split: StepSplit, trace: pd.DataFrame | None, model: StepModel, epoch: float, meta: RunMeta) -> _Terms:
     s = split.steps
     has_v2 = "collective_total_s" in s and s["collective_total_s"].notna().any()
     small = ((s["collective_total_s"] - s["allreduce_max_s"]).clip(lower=0.0) if has_v2
@@ -94,30 +124,51 @@ def _terms(split: StepSplit, trace: pd.DataFrame | None, model: StepModel, epoch
     grad = (s["transfer_s"] - small).clip(lower=0.0)
     other = float(trace["other_s"].mean()) if trace is not None and "other_s" in trace and not trace.empty else 0.0
     count = float(s["collectives"].median()) if "collectives" in s and s["collectives"].notna().any() else math.nan
-    return _Terms(small=float(small.mean()), grad=float(grad.mean()), other=other, busy=float(s["busy_s"].mean()),
-                  inp=float(s["input_s"].fillna(0.0).mean()), collectives=count, epoch=epoch,
-                  spe=model.steps_per_epoch, r=model.r)
+    gaps = _mean(trace, "collective_gaps_s") * (count - 1) / count if count > 1 else 0.0
+    val = model.val_now if math.isfinite(model.val_now) and model.val_now > 0 else 0.0
+    return _Terms(small=float(small.mean()), grad=float(grad.mean()), other=max(0.0, other - gaps),
+                  busy=float(s["busy_s"].mean()), inp=float(s["input_s"].fillna(0.0).mean()), collectives=count,
+                  gaps=gaps, epoch=epoch, spe=model.steps_per_epoch, r=model.r, val=val,
+                  val_steps=_validation_steps(meta))
+
+
+def _mean(trace: pd.DataFrame | None, column: str) -> float:
+    """A trace column's mean; 0 where unknown (a table of an older parser, no trace)."""
+    if trace is None or column not in trace or trace[column].isna().all():
+        return 0.0
+    return float(trace[column].mean())
+
+
+def _validation_steps(meta: RunMeta) -> int:
+    """Validation batches per epoch, from the workers' recorded plan (0: not recorded)."""
+    steps = [int(w.plan["validation_steps"]) for w in meta.workers
+             if isinstance(w.plan, dict) and isinstance(w.plan.get("validation_steps"), int)]
+    return max(steps) if steps else 0
 
 
 def _ranged(t: _Terms, cause: str, cost: float, knob: str | None, api: str, lo_s: float, hi_s: float,
-            basis: str) -> dict[str, Any]:
+            basis: str, in_validation: bool = False) -> dict[str, Any]:
     """A row whose saving per step lies in [lo_s, hi_s]: the middle is the prediction."""
-    return {"cause": cause, "cost_s": cost, "cost_share": t.epoch_saving(cost) / t.epoch, "knob": knob,
-            "api": api, "predicted_speedup": t.speedup((lo_s + hi_s) / 2), "predicted_lo": t.speedup(lo_s),
-            "predicted_hi": t.speedup(hi_s), "basis": basis, "tried": "not yet"}
+    return {"cause": cause, "cost_s": cost, "cost_share": t.epoch_saving(cost, in_validation) / t.epoch,
+            "knob": knob, "api": api, "predicted_speedup": t.speedup((lo_s + hi_s) / 2, in_validation),
+            "predicted_lo": t.speedup(lo_s, in_validation), "predicted_hi": t.speedup(hi_s, in_validation),
+            "basis": basis, "tried": "not yet"}
 
 
 def _reductions(t: _Terms, knobs: dict[str, Any]) -> dict[str, Any] | None:
     """tf-keras reduces every metric's state across the workers on every batch, inside the train function
     (measured: 16 of the bot detector's 22 collectives per step; K steps per execution keep them per batch)."""
+    cost = t.small + t.gaps
     if not (t.collectives > 1 and t.small > 0) or str(knobs.get("metrics", "full")) == "minimal":
         return None
     return _ranged(t, f"metric and loss reductions ({t.collectives - 1:.0f} collectives per step besides the "
-                      "longest)", t.small, "--metrics minimal",
+                      "longest)", cost, "--metrics minimal",
                    "model.compile(..., metrics=['accuracy'])  # the others in evaluate() only",
-                   t.small * KEPT_LO, t.small,
+                   cost * KEPT_LO, cost,
                    "the dropped metrics' reductions go, the loss's and accuracy's stay: from half to all of the "
-                   "collective time besides the longest (measured, quick preset: the metric reductions 16 -> 4 a step)")
+                   "collective time besides the longest and its share of the gaps between the collectives "
+                   f"({t.gaps * 1e3:.1f} ms a step), in each training and validation batch (measured, quick "
+                   "preset: the metric reductions 16 -> 4 a step)", in_validation=True)
 
 
 def _framework(t: _Terms, knobs: dict[str, Any]) -> dict[str, Any] | None:
@@ -129,7 +180,8 @@ def _framework(t: _Terms, knobs: dict[str, Any]) -> dict[str, Any] | None:
     return _ranged(t, "per-step framework time (Python, function dispatch, callbacks)", t.other,
                    f"--steps-per-execution {TRY_K}", f"model.compile(..., steps_per_execution={TRY_K})", 0.0,
                    t.other * gone, f"one call per {TRY_K} batches instead of every {k0}: from none (time spent "
-                   "inside the graph) to all of it once per call")
+                   "inside the graph) to all of it once per call, in training and validation batches alike (the "
+                   "gaps between collectives left out: they go with the reductions)", in_validation=True)
 
 
 def _gradients(t: _Terms, knobs: dict[str, Any]) -> dict[str, Any] | None:
@@ -177,3 +229,33 @@ def _validation(model: StepModel, epoch: float) -> dict[str, Any] | None:
             "predicted_lo": epoch / (epoch - val / 2), "predicted_hi": epoch / (epoch - val / 2),
             "basis": "validating every other epoch: half of its time per epoch (cost_s: seconds per epoch)",
             "tried": "not a perfkit option"}
+
+
+def _oversubscribed(t: _Terms, split: StepSplit, record: RunRecord) -> dict[str, Any] | None:
+    o = oversubscription(split, record)
+    if o is None or o.waited_s <= 0:
+        return None
+    row = _ranged(t, f"oversubscribed threads ({o.hosts})", o.waited_s, None,
+                  "one worker thread per core: fewer workers per host (or more cores), each pinned to its cores "
+                  "(os.sched_setaffinity) with tf.config.threading.set_intra_op_parallelism_threads(1) and "
+                  "set_inter_op_parallelism_threads(1)", 0.0, o.waited_s,
+                  f"a worker's busy time per step ({o.busy_s * 1e3:.0f} ms) beyond the CPU it got (its mean CPU "
+                  "over the training window x its step time) is time it waited for a core its host's other "
+                  "workers held: from none saved (the same work on the same cores) to all of it (a core each)")
+    return {**row, "tried": "not a perfkit option (a different placement)"}
+
+
+def _trace_window(split: StepSplit, record: RunRecord, epoch: float, steady: int) -> dict[str, Any] | None:
+    w = window_cost(split, record)
+    if w is None or w.extra_s <= 0 or w.epoch < 1:
+        return None
+    per_epoch = [max(0.0, x) / steady for x in (w.extra_s, w.lo_s, w.hi_s)]
+    speed = [epoch / (epoch - x) if epoch > x else math.nan for x in per_epoch]
+    return {"cause": f"{TRACE_WINDOW} ({w.steps} traced steps)", "cost_s": per_epoch[0],
+            "cost_share": per_epoch[0] / epoch, "knob": "--profile-steps off",
+            "api": "tf.keras.callbacks.TensorBoard(profile_batch=0), or profile fewer batches",
+            "predicted_speedup": speed[0], "predicted_lo": speed[1], "predicted_hi": speed[2],
+            "basis": f"the traced steps and the one after them (the capture stopped and written) over the median "
+                     f"untraced step of epoch {w.epoch}, median (range) over the workers, spread over the "
+                     f"{steady} steady epoch{'s' if steady > 1 else ''}",
+            "tried": "not tried: perfkit's split needs the trace"}

@@ -13,7 +13,7 @@ atomically. A run directory that cannot be written still analyses, from the in-m
 A capture that cannot be parsed costs only that worker's trace, with a warning naming the file. Runs made
 before this (trace tables written by the trainer, no cache) are parsed again from their captures when the
 files are there; with only the old tables left they are used as they are, and columns an older parser did
-not write (``collective_total_s``, ``overlap_s``) are NaN: unknown.
+not write (``collective_total_s``, ``overlap_s``, ``collective_gaps_s``) are NaN: unknown.
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ TRACE_STEP_COLUMNS = ("worker", "epoch", "step", "step_s", "compute_s", "collect
 TRACE_OP_COLUMNS = ("worker", "name", "count", "total_s")
 # Columns the parser added in version 2; tables of version 1 lack them (NaN when read: unknown).
 V2_COLUMNS = ("collective_total_s", "overlap_s", "collectives", "allreduce_max_s")
+# Added in version 3 (the idle gaps of a chain of collectives, advice.py); NaN in older tables.
+V3_COLUMNS = ("collective_gaps_s",)
+LATER_COLUMNS = V2_COLUMNS + V3_COLUMNS  # what a table of an older parser may lack
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class TraceTables:
     """One run directory's traces: every worker that parsed, and what happened to the others."""
 
     run_dir: Path
-    steps: pd.DataFrame | None  # TRACE_STEP_COLUMNS + V2_COLUMNS (NaN: unknown), or None
+    steps: pd.DataFrame | None  # TRACE_STEP_COLUMNS + LATER_COLUMNS (NaN: unknown), or None
     ops: pd.DataFrame | None  # TRACE_OP_COLUMNS, or None
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)  # worker -> cross_check() + "steps"
     unreadable: dict[str, dict[str, str]] = field(default_factory=dict)  # worker -> {"file", "error"}
@@ -127,7 +130,7 @@ def _read_cache(run_dir: Path, key: dict[str, Any]) -> TraceTables | None:
     tables = stored.get("tables") or {}
     if any(_stamp(run_dir / name) != tables.get(name) for name in (TRACE_STEPS_FILE, TRACE_OPS_FILE)):
         return None  # a table was replaced or lost since the cache was written
-    steps, err = read_table(run_dir / TRACE_STEPS_FILE, TRACE_STEP_COLUMNS + V2_COLUMNS)
+    steps, err = read_table(run_dir / TRACE_STEPS_FILE, TRACE_STEP_COLUMNS + LATER_COLUMNS)
     ops, err_ops = read_table(run_dir / TRACE_OPS_FILE, TRACE_OP_COLUMNS)
     if err or err_ops:
         return None
@@ -185,7 +188,7 @@ def _projected(t: TraceTables) -> TraceTables:
     """The columns a cached table is read with, so parsed and cached tables look the same."""
     if t.steps is None or t.ops is None:
         return t
-    return replace(t, steps=t.steps[list(TRACE_STEP_COLUMNS + V2_COLUMNS)].reset_index(drop=True),
+    return replace(t, steps=t.steps[list(TRACE_STEP_COLUMNS + LATER_COLUMNS)].reset_index(drop=True),
                    ops=t.ops[list(TRACE_OP_COLUMNS)].reset_index(drop=True))
 
 
@@ -194,7 +197,7 @@ def _stored_tables(run_dir: Path, captured: dict[str, dict[str, Any]]) -> TraceT
     path, notes = run_dir / TRACE_STEPS_FILE, []
     steps = ops = None
     if path.is_file():
-        steps, err = read_table(path, TRACE_STEP_COLUMNS, optional=V2_COLUMNS)
+        steps, err = read_table(path, TRACE_STEP_COLUMNS, optional=LATER_COLUMNS)
         if err:
             notes.append(f"{err}; trace figures skipped")
     elif captured:

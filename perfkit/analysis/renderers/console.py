@@ -12,6 +12,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from perfkit.analysis.advice import per_epoch
 from perfkit.analysis.renderers import RenderOptions
 
 if TYPE_CHECKING:
@@ -219,8 +220,7 @@ def advice_table(a: Analysis, run_id: str) -> Table:
     t = _table(f"advice: {run_id}", ["#", "cause", "cost / step", "of epoch", "try", "predicted", "tried"],
                left=_LEFT + ("cause", "try", "tried"))
     for r in a.advice[a.advice["run_id"] == run_id].itertuples(index=False):
-        unit = " s/epoch" if r.cause == "validation" else " ms"
-        cost = fmt(r.cost_s, ".2f", unit) if r.cause == "validation" else fmt(r.cost_s * 1e3, ".1f", unit)
+        cost = fmt(r.cost_s, ".2f", " s/epoch") if per_epoch(r.cause) else fmt(r.cost_s * 1e3, ".1f", " ms")
         span = (f" ({fmt(r.predicted_lo, '.2f')}–{fmt(r.predicted_hi, '.2f')})"
                 if r.predicted_hi != r.predicted_lo else "")
         t.add_row(str(r.rank), r.cause, cost, fmt(r.cost_share, ".0%"), r.knob if _true(r.knob) else r.api,

@@ -199,7 +199,8 @@ KEYS: dict[str, dict[str, str]] = {
         "val_auc_vs_multi": "this minus the multi run's"},
     "advice": {
         "run_id": "the run (several synchronous workers with a split)", "rank": "1: the largest cost",
-        "cause": "what loses speed", "cost_s": "its time per step, traced (validation: seconds per epoch)",
+        "cause": "what loses speed", "cost_s": "its time per step, traced (validation and the trace window: "
+        "seconds per steady epoch)",
         "cost_share": "its share of a steady epoch", "knob": "the perfkit option to try (null: none; a launched "
         "script: change its code)", "api": "the TensorFlow line that does it", "predicted_speedup": "steady epoch "
         "speedup of that change alone, the middle of its range", "predicted_lo": "the range's low end",

@@ -1,0 +1,152 @@
+"""Advice (analysis/advice.py, overheads.py): the gaps of a chain of collectives and the validation batches in
+the metrics' and steps-per-execution's predictions, the oversubscribed threads and the trace window as
+causes, and perfkit tune leaving a restarted run out (hand-built runs of known step times)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfkit.analysis.advice import per_epoch
+from perfkit.analysis.analyze import analyze
+from perfkit.analysis.tuning import TriedRuns, steady_runs, tried_table
+from perfkit.profiler import xplane
+from perfkit.results import write_parquet
+from tests.unit._analysis_runs import set_meta, single_run, write_run
+
+BASE = "20260101T000000Z-single-base"
+TWO = (("localhost", 2.0, 2),)
+FOUR = (("localhost", 2.0, 4),)
+EPOCH = 10 * 0.65 + 1.0  # 10 steps of 0.5 busy + 0.05 input + 0.1 transfer, then 1 s of validation
+
+
+def _advice(root: Path, run: Path) -> pd.DataFrame:
+    base = root / BASE if (root / BASE).is_dir() else single_run(root, BASE)
+    a = analyze([base, run], root, BASE)
+    return a.advice[a.advice["run_id"] == run.name].set_index("cause")
+
+
+def _row(adv: pd.DataFrame, start: str) -> pd.Series:
+    hits = adv[adv.index.str.startswith(start)]
+    assert len(hits) == 1, f"no single advice row starting {start!r}: {list(adv.index)}"
+    return hits.iloc[0]
+
+
+def test_gaps_between_collectives_are_the_idle_time_inside_their_span() -> None:
+    ms = 1e6  # compute 0-10 ms; collectives 10-12, 13-15, 15.5-17 ms; input 12.5-12.7 ms; a 20 ms step
+    start = np.array([0, 10, 13, 15.5, 12.5]) * ms
+    end = np.array([10, 12, 15, 17, 12.7]) * ms
+    cat = np.array(["compute", "collective", "collective", "collective", "input"])
+    split = xplane.split_step(0.020, start, end, cat)
+    assert split["collective_gaps_s"] == pytest.approx(0.0013)  # 12-12.5, 12.7-13, 15-15.5 ms
+    assert split["other_s"] == pytest.approx(0.020 - 0.0157)  # the gaps are part of other_s
+    one = xplane.split_step(0.020, start[:2], end[:2], cat[:2])
+    assert one["collective_gaps_s"] == 0.0, "one collective is no chain"
+
+
+def _with_collectives(run: Path, gaps: float, validation_steps: int) -> None:
+    """5 collectives a step: 0.1 s in all, the longest 0.06 s, ``gaps`` s idle between them."""
+    path = run / "trace_steps.parquet"
+    t = pd.read_parquet(path)
+    write_parquet(path, t.assign(collective_total_s=0.1, overlap_s=0.0, collectives=5, allreduce_max_s=0.06,
+                                 collective_gaps_s=gaps))
+    meta = json.loads((run / "run.json").read_text())
+    set_meta(run, workers=[{**w, "plan": {"steps_per_epoch": 10, "validation_steps": validation_steps}}
+                           for w in meta["workers"]])
+
+
+def test_the_metrics_save_their_reductions_and_gaps_in_training_and_validation_batches(tmp_path: Path) -> None:
+    [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
+    _with_collectives(run, gaps=0.02, validation_steps=5)
+    adv = _advice(tmp_path, run)
+    metrics, spe = _row(adv, "metric and loss reductions"), _row(adv, "per-step framework time")
+    cost = 0.04 + 0.02 * 4 / 5  # all but the longest collective, and their 4 of the chain's 5 gaps
+    assert metrics["cost_s"] == pytest.approx(cost)
+    assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * cost - 5 * cost))
+    assert metrics["predicted_lo"] == pytest.approx(EPOCH / (EPOCH - 10 * cost / 2 - 5 * cost / 2))
+    framework = 0.25 * 0.5 - 0.02 * 4 / 5  # other_s without the gaps, which go with the reductions
+    assert spe["cost_s"] == pytest.approx(framework)
+    assert spe["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 15 * framework * 7 / 8))
+
+
+def test_validation_saves_at_most_its_own_time(tmp_path: Path) -> None:
+    [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
+    _with_collectives(run, gaps=0.0, validation_steps=1000)
+    metrics = _row(_advice(tmp_path, run), "metric and loss reductions")
+    assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * 0.04 - 1.0))
+
+
+def test_more_worker_threads_than_cores_is_a_cause_measured_from_cpu_and_steps(tmp_path: Path) -> None:
+    """4 workers on 2 cores, each at 50% CPU: of 0.5 s busy a step it held a core 0.5 x 0.65 s."""
+    [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=FOUR, busy=dict.fromkeys(range(4), 0.5),
+                      cpu=dict.fromkeys(range(4), 50.0))
+    row = _row(_advice(tmp_path, run), "oversubscribed threads")
+    waited = 0.5 - 0.5 * 0.65
+    assert "localhost: 4 workers, 4 threads on 2 cores" in row.name
+    assert row["cost_s"] == pytest.approx(waited, rel=0.02)
+    assert row["predicted_lo"] == pytest.approx(1.0)
+    assert row["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * waited), rel=0.01)
+    assert pd.isna(row["knob"]) and "not a perfkit option" in row["tried"]
+
+
+def test_a_core_per_worker_thread_is_no_oversubscription(tmp_path: Path) -> None:
+    [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5}, cpu={0: 50.0, 1: 50.0})
+    adv = _advice(tmp_path, run)
+    assert not adv.index.str.startswith("oversubscribed").any()
+    assert adv.index.str.startswith("metric").sum() == 0, "an older trace table: no reductions known"
+    set_meta(run, cluster={**json.loads((run / "run.json").read_text())["cluster"], "cpu_budget": {
+        "placements": [{"worker": w, "host": "localhost", "cores": [w], "threads": 2} for w in range(2)]}})
+    row = _row(_advice(tmp_path, run), "oversubscribed threads")  # two threads each: 4 on 2 cores
+    assert "4 threads on 2 cores" in row.name
+
+
+def _traced_window(run: Path, slow: dict[int, float]) -> None:
+    """The trace holds epoch 1's steps 2-4 only; each takes 0.1 s more, the step after them ``slow[w]`` more."""
+    trace = pd.read_parquet(run / "trace_steps.parquet")
+    write_parquet(run / "trace_steps.parquet", trace[(trace["epoch"] == 1) & trace["step"].between(2, 4)])
+    for w, extra in slow.items():
+        path = run / "workers" / str(w) / "steps.parquet"
+        s = pd.read_parquet(path)
+        window = (s["epoch"] == 1) & s["step"].between(2, 4)
+        after = (s["epoch"] == 1) & (s["step"] == 5)
+        s.loc[window, "duration_s"] += 0.1
+        s.loc[after, "duration_s"] += extra
+        write_parquet(path, s)
+
+
+def test_the_trace_window_costs_its_steps_extra_time_spread_over_the_steady_epochs(tmp_path: Path) -> None:
+    [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
+    _traced_window(run, {0: 0.3, 1: 0.2})
+    row = _row(_advice(tmp_path, run), "the trace window")
+    per_worker = {0: 3 * 0.1 + 0.3, 1: 3 * 0.1 + 0.2}  # over the epoch's median untraced step
+    assert row["cost_s"] == pytest.approx((per_worker[0] + per_worker[1]) / 2 / 2)  # median, 2 steady epochs
+    assert row["predicted_lo"] == pytest.approx(EPOCH / (EPOCH - per_worker[1] / 2))
+    assert row["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - per_worker[0] / 2))
+    assert row["knob"] == "--profile-steps off" and per_epoch(row.name) and not per_epoch("input")
+
+
+def test_a_trace_window_in_the_first_epoch_costs_no_steady_epoch(tmp_path: Path) -> None:
+    [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
+    trace = pd.read_parquet(run / "trace_steps.parquet")
+    write_parquet(run / "trace_steps.parquet", trace[(trace["epoch"] == 0) & trace["step"].between(2, 4)])
+    assert not _advice(tmp_path, run).index.str.startswith("the trace window").any()
+
+
+def test_a_restarted_run_is_left_out_of_its_changes_mean(tmp_path: Path) -> None:
+    base = single_run(tmp_path, BASE)
+    [clean] = write_run(tmp_path, "20260101T010000Z-multi-tune-default", hosts=TWO, busy={0: 0.5, 1: 0.5})
+    [restarted] = write_run(tmp_path, "20260101T020000Z-multi-tune-default", hosts=TWO, busy={0: 0.9, 1: 0.9})
+    [change] = write_run(tmp_path, "20260101T030000Z-multi-tune-spe", hosts=TWO, busy={0: 0.3, 1: 0.3})
+    set_meta(restarted, restarts=[{"attempt": 1, "after": "worker 1 was killed by SIGSEGV"}])
+    assert steady_runs([clean, restarted]) == ([clean], [f"{restarted.name} left out: restarted (worker 1 was "
+                                                         "killed by SIGSEGV)"])
+    assert steady_runs([restarted]) == ([restarted], []), "every run restarted: nothing else to measure"
+    table, _ = tried_table(base, [TriedRuns("default", (clean, restarted)),
+                                  TriedRuns("--steps-per-execution 8", (change,))], tmp_path)
+    rows = table.set_index("change")
+    assert rows.loc["default", "runs"] == 1 and "left out: restarted" in rows.loc["default", "outcome"]
+    assert rows.loc["--steps-per-execution 8", "measured_speedup"] == pytest.approx(EPOCH / (10 * 0.45 + 1.0))
