@@ -10,6 +10,7 @@ import sys
 import typer
 
 from perfkit.cli._shared import app
+from perfkit._atomic import is_disk_error, write_error
 from perfkit.errors import PerfkitError
 
 __all__ = ["app", "main"]
@@ -30,6 +31,7 @@ def _register() -> None:
         tensorboard,
         tune,
     )
+    from perfkit.cli import sweep  # noqa: F401
 
 
 def _interrupt_on_term_and_hangup() -> None:
@@ -50,17 +52,30 @@ def _interrupt_on_term_and_hangup() -> None:
         pass
 
 
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr)
+    except OSError:  # the terminal is gone (SIGHUP): the exit code and run.json still say it
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     _register()
     _interrupt_on_term_and_hangup()
     try:
         result = app(args=argv, prog_name="perfkit", standalone_mode=False)
     except PerfkitError as exc:
-        print(f"perfkit: error: {exc}", file=sys.stderr)
+        _say(f"perfkit: error: {exc}")
         return exc.exit_code
     except (KeyboardInterrupt, typer.Abort):
-        print("perfkit: interrupted", file=sys.stderr)
+        _say("perfkit: interrupted")
         return 130
+    except OSError as exc:
+        if not is_disk_error(exc):
+            raise
+        # A full or read-only disk met outside a run's own records (the data cache, an analysis' outputs).
+        _say(f"perfkit: error: {write_error(exc)}")
+        return 1
     except typer.Exit as exc:
         return int(exc.exit_code)
     except Exception as exc:

@@ -1,0 +1,78 @@
+"""The terminal view of a scaling study: the curve (speedup, efficiency, ideal, split, CPU cost per point),
+the forecast with its interval, and the model's terms. It formats what ``analysis/scaling.py`` computed."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from perfkit.analysis.scaling import ScalingStudy
+
+
+def fmt(v: Any, spec: str = ".2f", missing: str = "-") -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return missing
+    return format(f, spec) if math.isfinite(f) else missing
+
+
+def _span(lo: Any, hi: Any, spec: str = ".2f") -> str:
+    return "" if fmt(lo, spec) == fmt(hi, spec) else f" ({fmt(lo, spec)}–{fmt(hi, spec)})"
+
+
+def curve_table(s: ScalingStudy) -> Table:
+    t = Table(title=f"Scaling curve: {s.record.sweep_id} ({s.record.scaling} scaling, {_reference(s)})")
+    for col in ("point", "runs", "speedup (range)", "ideal", "efficiency", "epoch s", "step ms", "compute ms",
+                "transfer ms", "wait ms", "CPU s / 1k samples"):
+        t.add_column(col, justify="left" if col == "point" else "right")
+    for r in s.points.itertuples():
+        t.add_row(str(r.point), str(r.runs), fmt(r.speedup) + "x" + _span(r.speedup_lo, r.speedup_hi),
+                  fmt(r.ideal_speedup, ".0f") + "x", fmt(r.efficiency, ".0%"), fmt(r.steady_epoch_s),
+                  *(fmt(1000 * float(getattr(r, c)), ".1f") for c in ("step_s", "compute_s", "transfer_s", "wait_s")),
+                  fmt(r.cpu_s_per_1k_samples))
+    return t
+
+
+def _reference(s: ScalingStudy) -> str:
+    c = s.record.cores_per_worker
+    return (f"scale model: hosts of {c:g} cores, speedup against one such host" if c is not None
+            else "local workers, speedup against the single-process baseline")
+
+
+def forecast_table(s: ScalingStudy) -> Table:
+    t = Table(title="Forecast: the step-time model fitted to the measured points (interval: per-round fits and "
+              "2x the fit's RMS error)")
+    for col in ("workers", "", "epoch s (interval)", "measured s", "error", "speedup (interval)", "efficiency",
+                "compute ms", "transfer ms", "wait ms"):
+        t.add_column(col, justify="right")
+    for r in s.forecast.itertuples():
+        t.add_row(str(r.workers), "measured" if r.measured else "predicted",
+                  fmt(r.steady_epoch_s) + _span(r.epoch_lo_s, r.epoch_hi_s), fmt(r.measured_epoch_s),
+                  fmt(r.error, "+.0%"), fmt(r.speedup) + "x" + _span(r.speedup_lo, r.speedup_hi),
+                  fmt(r.efficiency, ".0%"), *(fmt(1000 * float(getattr(r, c)), ".1f")
+                                             for c in ("compute_s", "transfer_s", "wait_s")))
+    return t
+
+
+def terms_table(s: ScalingStudy) -> Table:
+    t = Table(title="The model's terms")
+    for col in ("term", "formula", "value", "unit"):
+        t.add_column(col, justify="right" if col == "value" else "left")
+    for r in s.terms.itertuples():
+        t.add_row(str(r.term), str(r.formula), fmt(r.value, ".4g"), str(r.unit))
+    return t
+
+
+def render(s: ScalingStudy, out: TextIO, width: int | None = None) -> None:
+    console = Console(file=out, width=width or 140, highlight=False)
+    console.print(curve_table(s))
+    if not s.forecast.empty:
+        console.print(forecast_table(s))
+        console.print(terms_table(s))
+    for note in s.notes:
+        console.print(f"note: {note}", soft_wrap=True)

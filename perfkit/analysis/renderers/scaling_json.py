@@ -1,0 +1,53 @@
+"""The JSON of a scaling study (``perfkit sweep``): the sweep, its points, its runs and its forecast.
+
+``KEYS`` documents every top-level key (docs/scaling.md); a figure that was not measured is ``null``.
+Tables are lists of row objects whose keys are the columns of ``analysis/scaling.py`` (POINT_COLUMNS,
+RUN_COLUMNS) and ``analysis/scaling_forecast.py`` (FORECAST_COLUMNS, TERM_COLUMNS).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any, TextIO
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from perfkit.analysis.scaling import ScalingStudy
+
+FORMAT = "perfkit-scaling"
+VERSION = 1
+KEYS: dict[str, str] = {
+    "format": f'"{FORMAT}"', "version": f"format version ({VERSION})",
+    "sweep": "sweep.json as recorded: what was asked (counts, repeats, scaling, cores_per_worker), the reference, "
+    "every run started and how it ended",
+    "points": "per point (the baseline, then each worker count): speedup mean/lo/hi/sd over repeats, efficiency, "
+    "the ideal speedup, the per-step split (compute_s, transfer_s, wait_s, input_s), CPU-seconds per 1,000 samples",
+    "runs": "per complete run: its round, count, steady epoch, split and speedup against the reference",
+    "forecast": "per worker count (measured and beyond): the model's step terms, predicted steady epoch with its "
+    "interval (epoch_lo_s, epoch_hi_s), speedup with its interval, the measured epoch and error where run",
+    "model": "the fitted step-time model: one row per term (term, formula, value, unit)",
+    "notes": "list of sentences: failed or missing runs, a partial curve, what the forecast could not do",
+}
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if hasattr(v, "item"):  # numpy scalars
+        return _clean(v.item())
+    return v
+
+
+def _rows(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{k: _clean(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+
+
+def document(s: ScalingStudy) -> dict[str, Any]:
+    return {"format": FORMAT, "version": VERSION, "sweep": s.record.to_dict(), "points": _rows(s.points),
+            "runs": _rows(s.runs), "forecast": _rows(s.forecast), "model": _rows(s.terms), "notes": list(s.notes)}
+
+
+def render(s: ScalingStudy, out: TextIO) -> None:
+    out.write(json.dumps(document(s), indent=2, default=str) + "\n")

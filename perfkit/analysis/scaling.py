@@ -1,0 +1,247 @@
+"""A scaling study (``perfkit sweep``): speedup and efficiency against the number of workers.
+
+A sweep directory holds ``sweep.json`` (``SweepRecord``: what was asked, and every run it started, in run
+order); its runs are ordinary run directories beside it, in the sweep directory's parent (the results
+directory, so they share its data cache and ``perfkit analyze`` reads them as any run).
+
+Definitions (docs/scaling.md):
+
+- the reference: the sweep's baseline runs (a single-mode run on the whole machine), or, for a scale model
+  (``--cores-per-worker C``), the one-worker runs (one emulated host of C cores: the scale model's single
+  machine). Its rate is the mean over its repeats of steady-epoch samples / steady-epoch seconds;
+- a run's speedup is its rate over the reference's (per sample, as ``analyze``'s ``speedup`` with its
+  ``work_ratio``: weak scaling trains more samples per step); a point's speedup is the mean over its repeats,
+  with their min and max; efficiency = speedup / N; the ideal line is speedup = N;
+- the per-step split: a steady step (steady training seconds / steps per epoch) shared out as the run's
+  split (``analyze``: from traces or estimated) shares it, compute (busy and input together where the split
+  has no input), all-reduce transfer, wait for the slowest worker; one worker has no transfer or wait;
+- CPU cost per 1,000 samples: ``analyze``'s ``cpu_s_per_1k_samples``.
+
+Only complete runs are used; a sweep cut short gives the points it finished (a partial curve).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfkit.errors import ResultsError
+from perfkit.results import load_meta, write_json
+
+SWEEP_FILE = "sweep.json"
+BASELINE = "baseline"  # a run's role: the single-mode baseline
+POINT = "workers"  # a run's role: one worker count
+RUN_COLUMNS = ["run_id", "round", "role", "workers", "global_batch", "per_worker_batch", "steps", "steady_epoch_s",
+               "train_s", "val_s", "epoch_samples", "step_s", "compute_s", "transfer_s", "wait_s", "input_s",
+               "split_source", "cpu_s_per_1k_samples", "rss_peak_max_bytes", "rate", "speedup"]
+POINT_COLUMNS = ["point", "workers", "runs", "speedup", "speedup_lo", "speedup_hi", "speedup_sd", "efficiency",
+                 "efficiency_lo", "efficiency_hi", "ideal_speedup", "steady_epoch_s", "step_s", "compute_s",
+                 "transfer_s", "wait_s", "input_s", "cpu_s_per_1k_samples", "rss_peak_max_bytes", "global_batch",
+                 "per_worker_batch", "run_ids"]
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One run a sweep started: its role, round and worker count, and how it ended."""
+
+    run_id: str
+    round: int  # 1-based
+    role: str  # BASELINE or POINT
+    workers: int
+    status: str = "running"  # running | complete | failed | interrupted
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """``sweep.json``: what the sweep was asked to run, and each run in the order it started."""
+
+    sweep_id: str
+    counts: tuple[int, ...]
+    repeats: int
+    scaling: str  # strong | weak
+    cores_per_worker: float | None  # None: plain local workers on the whole machine
+    preset: str
+    batch_size: int  # the global batch of one worker (strong: of every count)
+    reference: str  # BASELINE (the single-mode runs) or POINT (the one-worker runs of a scale model)
+    started: str
+    status: str = "running"  # running | complete | interrupted | failed
+    ended: str | None = None
+    gradient_bytes: float | None = None
+    runs: tuple[SweepRun, ...] = field(default_factory=tuple)
+
+    def with_run(self, run: SweepRun) -> SweepRecord:
+        """The record with ``run`` added, or replacing the entry of the same run id."""
+        others = [r for r in self.runs if r.run_id != run.run_id]
+        at = next((i for i, r in enumerate(self.runs) if r.run_id == run.run_id), len(others))
+        return replace(self, runs=tuple(others[:at] + [run] + others[at:]))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["counts"], d["runs"] = list(self.counts), [asdict(r) for r in self.runs]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepRecord:
+        fields = dict(d)
+        fields["counts"] = tuple(int(n) for n in fields["counts"])
+        fields["runs"] = tuple(SweepRun(**r) for r in fields.get("runs", ()))
+        return cls(**fields)
+
+    def save(self, sweep_dir: Path) -> None:
+        write_json(Path(sweep_dir) / SWEEP_FILE, self.to_dict())  # atomic: a reader never sees half a file
+
+
+def load_sweep(sweep_dir: Path) -> SweepRecord:
+    path = Path(sweep_dir) / SWEEP_FILE
+    try:
+        return SweepRecord.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except OSError as exc:
+        raise ResultsError(f"{sweep_dir}: not a sweep directory (no readable {SWEEP_FILE}: "
+                           f"{exc.strerror or exc})") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ResultsError(f"{path}: not a sweep record ({exc})") from None
+
+
+def is_sweep_dir(path: Path) -> bool:
+    return (Path(path) / SWEEP_FILE).is_file()
+
+
+@dataclass(frozen=True)
+class ScalingStudy:
+    """A sweep analysed: per run, per point, and the forecast (``scaling_forecast``)."""
+
+    record: SweepRecord
+    runs: pd.DataFrame  # RUN_COLUMNS
+    points: pd.DataFrame  # POINT_COLUMNS, the reference first
+    forecast: pd.DataFrame  # scaling_forecast.FORECAST_COLUMNS
+    terms: pd.DataFrame  # scaling_forecast.TERM_COLUMNS: the fitted step-time model
+    notes: tuple[str, ...] = ()
+
+
+def study(sweep_dir: Path, beyond: Sequence[int] | None = None) -> ScalingStudy:
+    """The sweep in ``sweep_dir`` analysed; ``beyond``: worker counts to forecast (default: 2x and 4x the
+    largest count run)."""
+    from perfkit.analysis.scaling_forecast import forecast
+
+    sweep_dir = Path(sweep_dir)
+    record = load_sweep(sweep_dir)
+    runs, notes = run_table(record, sweep_dir.parent)
+    points = point_table(runs, record)
+    done = sorted(set(runs.loc[runs["role"] == POINT, "workers"].astype(int))) if not runs.empty else []
+    targets = sorted(set(done) | set(beyond or ([2 * max(done), 4 * max(done)] if done else [])))
+    fc, terms, fc_notes = forecast(runs, record, targets)
+    status = record.status if record.status != "running" else "running (or cut short)"
+    missing = [n for n in record.counts if n not in done]
+    if missing:
+        notes.append(f"partial curve: sweep {status}; no complete run for {', '.join(map(str, missing))} workers")
+    return ScalingStudy(record, runs, points, fc, terms, tuple(notes + fc_notes))
+
+
+def run_table(record: SweepRecord, results_dir: Path) -> tuple[pd.DataFrame, list[str]]:
+    """RUN_COLUMNS for each complete run of the sweep, speedups against the reference."""
+    from perfkit.analysis.analyze import analyze
+
+    notes: list[str] = []
+    done = [r for r in record.runs if r.status == "complete" and (results_dir / r.run_id).is_dir()]
+    failed = [r for r in record.runs if r.status in ("failed", "interrupted")]
+    notes += [f"{r.run_id} ({r.workers} workers, round {r.round}) {r.status}: {r.error or 'no reason recorded'}"
+              for r in failed]
+    if not done:
+        return pd.DataFrame(columns=RUN_COLUMNS), notes + ["no complete run in the sweep yet"]
+    refs = [r for r in done if _is_reference(r, record)]
+    a = analyze([results_dir / r.run_id for r in done], results_dir, refs[0].run_id if refs else None)
+    rows = [_run_row(r, a, results_dir) for r in done if r.run_id in set(a.runs["run_id"])]
+    left = [r.run_id for r in done if r.run_id not in set(a.runs["run_id"])]
+    if left:
+        notes.append(f"left out by the analysis: {', '.join(left)}")
+    runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    ref_rate = runs.loc[runs["run_id"].isin([r.run_id for r in refs]), "rate"].mean()
+    if not refs:
+        notes.append("no complete reference run: speedups are unknown")
+    runs["speedup"] = runs["rate"] / ref_rate if refs else math.nan
+    return runs, notes
+
+
+def _is_reference(run: SweepRun, record: SweepRecord) -> bool:
+    return run.role == BASELINE if record.reference == BASELINE else (run.role == POINT and run.workers == 1)
+
+
+def _run_row(run: SweepRun, a: Any, results_dir: Path) -> dict[str, Any]:
+    row = a.runs.set_index("run_id").loc[run.run_id]
+    meta = load_meta(results_dir / run.run_id)
+    gb = int((meta.config or {}).get("batch_size") or 0)
+    plan = run_plan(meta)
+    epochs = a.epochs[a.epochs["run_id"] == run.run_id] if not a.epochs.empty else pd.DataFrame()
+    steady = epochs.iloc[1:] if len(epochs) > 1 else epochs
+    train_s = float(np.median(steady["train_s"])) if len(steady) else math.nan
+    val_s = float(np.median(steady["val_s"])) if len(steady) else math.nan
+    samples = float(row["steady_epoch_samples"])
+    steps = int(plan.get("steps_per_epoch") or (samples / gb if gb and samples > 0 else 0)) or math.nan
+    step_s = train_s / steps if steps == steps else math.nan
+    epoch_s = float(row["steady_epoch_s"])
+    rate = samples / epoch_s if samples > 0 else 1.0 / epoch_s
+    return {"run_id": run.run_id, "round": run.round, "role": run.role, "workers": run.workers,
+            "global_batch": gb, "per_worker_batch": gb / run.workers if run.role == POINT else gb, "steps": steps,
+            "steady_epoch_s": epoch_s, "train_s": train_s, "val_s": val_s, "epoch_samples": samples,
+            "step_s": step_s, **_split(a, run, step_s), "cpu_s_per_1k_samples": float(row["cpu_s_per_1k_samples"]),
+            "rss_peak_max_bytes": float(row["rss_peak_max_bytes"]), "rate": rate, "speedup": math.nan}
+
+
+def _split(a: Any, run: SweepRun, step_s: float) -> dict[str, Any]:
+    """The steady step shared out as the run's split shares its mean step (NaN terms: no split)."""
+    w = a.workers[a.workers["run_id"] == run.run_id] if not a.workers.empty else pd.DataFrame()
+    if run.workers == 1 or run.role == BASELINE:  # nothing to wait for, nothing to all-reduce with
+        return {"compute_s": step_s, "transfer_s": 0.0, "wait_s": 0.0, "input_s": math.nan, "split_source": None}
+    terms = ("compute_s", "transfer_s", "wait_s", "input_s")
+    if w.empty or any(t not in w for t in terms) or w["transfer_s"].isna().all():
+        return {"compute_s": math.nan, "transfer_s": math.nan, "wait_s": math.nan, "input_s": math.nan,
+                "split_source": None}
+    means = {t: float(w[t].mean()) for t in terms}
+    means = {t: (v if v == v else 0.0) for t, v in means.items()}  # no input term (an estimate): folded in
+    total = sum(means.values())  # busy + collective + input: the split's step (stragglers.py)
+    if not total > 0:
+        return {"compute_s": math.nan, "transfer_s": math.nan, "wait_s": math.nan, "input_s": math.nan,
+                "split_source": None}
+    share = {t: v / total for t, v in means.items()}
+    inp = share["input_s"]
+    out = {k: share[k] * step_s for k in ("transfer_s", "wait_s", "input_s")}
+    out["compute_s"] = (1 - share["transfer_s"] - share["wait_s"] - inp) * step_s
+    out["split_source"] = str(w["split_source"].iloc[0]) if "split_source" in w else None
+    return out
+
+
+def run_plan(meta: Any) -> dict[str, Any]:
+    """What the run's fit said of itself (steps per epoch, parameters): run.json's ``plan``, or a worker's."""
+    plan = getattr(meta, "extra", {}).get("plan") or next((w.plan for w in meta.workers if w.plan), None)
+    return dict(plan or {})
+
+
+def point_table(runs: pd.DataFrame, record: SweepRecord) -> pd.DataFrame:
+    """POINT_COLUMNS: the single-mode baseline (when the sweep has one) then each worker count."""
+    if runs.empty:
+        return pd.DataFrame(columns=POINT_COLUMNS)
+    groups = [("baseline (single process)", 1, runs[runs["role"] == BASELINE])]
+    groups += [(f"{n} worker{'s' if n > 1 else ''}", int(n), g)
+               for n, g in runs[runs["role"] == POINT].groupby("workers", sort=True)]
+    return pd.DataFrame([_point(name, n, g) for name, n, g in groups if not g.empty], columns=POINT_COLUMNS)
+
+
+def _point(name: str, n: int, g: pd.DataFrame) -> dict[str, Any]:
+    s = g["speedup"].astype(float)
+    mean = lambda col: float(g[col].astype(float).mean())  # noqa: E731 - one figure per column
+    return {"point": name, "workers": n, "runs": len(g), "speedup": float(s.mean()), "speedup_lo": float(s.min()),
+            "speedup_hi": float(s.max()), "speedup_sd": float(s.std()) if len(s) > 1 else math.nan,
+            "efficiency": float(s.mean()) / n, "efficiency_lo": float(s.min()) / n,
+            "efficiency_hi": float(s.max()) / n, "ideal_speedup": float(n),
+            **{c: mean(c) for c in ("steady_epoch_s", "step_s", "compute_s", "transfer_s", "wait_s", "input_s",
+                                    "cpu_s_per_1k_samples", "rss_peak_max_bytes", "global_batch",
+                                    "per_worker_batch")},
+            "run_ids": " ".join(g["run_id"])}
