@@ -37,12 +37,12 @@ def test_network_smoke(tmp_path: Path) -> None:
     if why_unavailable():
         pytest.skip(f"bench network needs network namespaces: {why_unavailable()}")
     r = smoke("network", tmp_path, timeout=420)["results"]
-    assert list(r) == ["unshaped", "20 Mbit/s"]
-    fast, slow = r["unshaped"], r["20 Mbit/s"]
+    assert list(r) == ["unshaped", "40 Mbit/s"]
+    fast, slow = r["unshaped"], r["40 Mbit/s"]
     assert fast["runs"][0]["extra"]["split_source"] == "trace" == slow["runs"][0]["extra"]["split_source"]
-    # ~1.8 MB of gradients per step: at 20 Mbit/s each all-reduce takes most of a second.
+    # ~1.8 MB of gradients per step: at 40 Mbit/s each all-reduce takes ~0.4 s, ~10x the unshaped one.
     assert slow["transfer_s_ms"] > 5 * fast["transfer_s_ms"] and slow["largest_term"] == "transfer"
-    assert slow["runs"][0]["extra"]["links"] == "host0 20 Mbit/s, host1 20 Mbit/s"
+    assert slow["runs"][0]["extra"]["links"] == "host0 40 Mbit/s, host1 40 Mbit/s"
     assert "network between the workers sets the pace" in slow["runs"][0]["extra"]["network_sentence"]
 
 

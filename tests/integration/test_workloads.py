@@ -1,11 +1,12 @@
 """Workloads other than the bot detector, through the CLI: the two examples at a tiny size (single, and
-the communication-heavy one on 2 workers), and a user's faulty workload refused before anything is
-written."""
+the communication-heavy one on 2 workers against its single run, made once for both tests), and a user's
+faulty workload refused before anything is written."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -19,12 +20,27 @@ TF_NOISE = re.compile(r"^(WARNING: All log messages before absl|[IWEF]\d{4} [\d:
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workloads"
 
 
-@pytest.mark.parametrize(("file", "name", "batch"), [("small_cnn.py", "small-cnn", 256), ("wide_mlp.py", "wide-mlp", 64)])
+@pytest.fixture(scope="module")
+def single_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """An example's tiny single-mode run, made once: the wide MLP's is read by its own test and is the
+    baseline of its 2-worker run (test_the_communication_heavy_example_...), whose results folder it is."""
+    made: dict[str, Path] = {}
+
+    def get(file: str) -> Path:
+        if file not in made:
+            made[file], _ = run_ok(tmp_path_factory.mktemp(Path(file).stem), "run", "--mode", "single", "--preset",
+                                   "tiny", "--workload", f"{EXAMPLES / file}:workload", "--no-profile", "--quiet")
+        return made[file]
+
+    return get
+
+
+@pytest.mark.parametrize(("file", "name", "batch"),
+                         [("small_cnn.py", "small-cnn", 256), ("wide_mlp.py", "wide-mlp", 64)])
 def test_an_example_workload_runs_in_single_mode_and_records_its_own_metrics(
-        tmp_path: Path, file: str, name: str, batch: int) -> None:
+        single_run: Callable[[str], Path], file: str, name: str, batch: int) -> None:
     spec = f"{EXAMPLES / file}:workload"
-    run, _ = run_ok(tmp_path, "run", "--mode", "single", "--preset", "tiny", "--workload", spec, "--no-profile",
-                    "--quiet")
+    run = single_run(file)
     m = meta(run)
     assert m["status"] == "complete" and m["workload"]["name"] == name and m["workload"]["spec"] == spec
     assert m["config"]["batch_size"] == batch, "the workload's own global batch, no --batch-size given"
@@ -35,14 +51,15 @@ def test_an_example_workload_runs_in_single_mode_and_records_its_own_metrics(
     assert len(steps) == 2 * (tiny_train // batch)
 
 
-def test_the_communication_heavy_example_on_two_workers_against_its_own_baseline(tmp_path: Path) -> None:
+def test_the_communication_heavy_example_on_two_workers_against_its_own_baseline(
+        single_run: Callable[[str], Path]) -> None:
     spec = f"{EXAMPLES / 'wide_mlp.py'}:workload"
-    for mode in (["--mode", "single"], ["--mode", "multi", "--workers", "2"]):
-        proc = _perfkit("run", *mode, "--preset", "tiny", "--workload", spec, "--results-dir", str(tmp_path),
-                        "--quiet", timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
+    results = single_run("wide_mlp.py").parent  # its baseline: the single run the test above reads
+    proc = _perfkit("run", "--mode", "multi", "--workers", "2", "--preset", "tiny", "--workload", spec,
+                    "--results-dir", str(results), "--quiet", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     # A bot-detector baseline beside them must not be taken as theirs.
-    proc = _perfkit("analyze", "--results-dir", str(tmp_path), "--format", "json", "--no-html")
+    proc = _perfkit("analyze", "--results-dir", str(results), "--format", "json", "--no-html")
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     multi = next(r for r in doc["runs"] if r["mode"] == "multi")
