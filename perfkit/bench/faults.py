@@ -90,7 +90,7 @@ def inject(fault: str, run_dir: Path, proc: subprocess.Popen[bytes]) -> None:
     if fault == "kill":
         os.kill(proc.pid, signal.SIGKILL)  # the perfkit command itself is the launcher
     elif fault == "disk":
-        _fill(run_dir.parent)
+        fill(run_dir.parent)
     elif fault == "stop":
         status = json.loads((run_dir / "workers" / str(VICTIM) / "status.json").read_text())
         os.kill(int(status["pid"]), signal.SIGSTOP)
@@ -159,7 +159,7 @@ def _unmount(disk: Path) -> None:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=60)
 
 
-def _fill(disk: Path) -> None:
+def fill(disk: Path) -> None:
     """Take every byte left on ``disk``."""
     with open(disk / "filler", "wb") as fh:
         try:

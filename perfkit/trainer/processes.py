@@ -254,19 +254,12 @@ class Launcher:
 
     def stop(self, grace: float = STOP_GRACE_S) -> None:
         """Stop every worker still running: SIGTERM, then SIGKILL after ``grace``; reap them all."""
-        running = [w.proc for w in self.workers if w.proc is not None and w.proc.poll() is None]
-        for proc in running:
-            _signal(proc, signal.SIGTERM)
-        end = time.monotonic() + grace
-        for proc in running:
+        for proc in self._signal_running(signal.SIGTERM, grace):
+            _signal(proc, signal.SIGKILL)
             try:
-                proc.wait(timeout=max(0.1, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal(proc, signal.SIGKILL)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:  # stuck in the kernel (D state): say so, never hang
-                    log.error("worker pid %d did not exit 30 s after SIGKILL", proc.pid)
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # stuck in the kernel (D state): say so, never hang
+                log.error("worker pid %d did not exit 30 s after SIGKILL", proc.pid)
         for w in self.workers:  # their last word (a server's "stopped") for run.json
             w.status = self._status_file(w.index) or w.status
 
@@ -274,17 +267,24 @@ class Launcher:
         """Stop every worker so that it saves what it recorded: SIGINT (a worker turns it into
         KeyboardInterrupt; a stopped one is continued to receive it), then ``stop`` after ``grace``. A peer
         waiting in a collective saves too, once the others are gone and its collective fails."""
+        self._signal_running(signal.SIGINT, grace, also=signal.SIGCONT)
+        self.stop()
+
+    def _signal_running(self, sig: signal.Signals, grace: float,
+                        also: signal.Signals | None = None) -> list[subprocess.Popen[bytes]]:
+        """Send ``sig`` (and ``also``) to every running worker; those still running after ``grace``."""
         running = [w.proc for w in self.workers if w.proc is not None and w.proc.poll() is None]
         for proc in running:
-            _signal(proc, signal.SIGINT)
-            _signal(proc, signal.SIGCONT)
-        end = time.monotonic() + grace
+            _signal(proc, sig)
+            if also is not None:
+                _signal(proc, also)
+        end, left = time.monotonic() + grace, []
         for proc in running:
             try:
                 proc.wait(timeout=max(0.1, end - time.monotonic()))
             except subprocess.TimeoutExpired:
-                pass
-        self.stop()
+                left.append(proc)
+        return left
 
     # -- observation ---------------------------------------------------------------------------------
     def _read_statuses(self) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from perfkit.bench.faults import fill
 from tests.integration._util import TINY_MULTI, perfkit, start, wait_for_status
 
 pytestmark = [pytest.mark.integration,
@@ -44,23 +45,12 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
             subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
-def _fill(disk: Path) -> None:
-    """Take every byte left on ``disk``."""
-    with open(disk / "filler", "wb") as fh:
-        try:
-            while True:
-                fh.write(b"\0" * (1 << 16))
-                fh.flush()
-        except OSError:
-            pass
-
-
 def test_a_results_disk_that_fills_mid_run_fails_the_run_in_one_line_and_keeps_its_records(small_disk: Path) -> None:
     proc = start("run", "--mode", "multi", "--workers", "2", *TINY_MULTI, "--no-profile", "--epochs", "100",
                  "--results-dir", str(small_disk), "--quiet")
     try:
         wait_for_status(small_disk, 1, "epochs_done", 1, proc)
-        _fill(small_disk)
+        fill(small_disk)
         _, err = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:

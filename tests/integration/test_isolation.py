@@ -107,7 +107,7 @@ def test_an_emulated_run_killed_by_any_signal_leaves_nothing(tmp_path: Path, sig
         # its peer's exit failed it first (it saves then too) or it was stuck in a collective past the janitor's
         # grace (SIGKILLed: then `lost` names it).
         states = {w["index"]: w["state"] for w in m["workers"]}
-        assert "interrupted" in states.values(), states
+        assert {"interrupted", "failed"} & set(states.values()), states  # at least one saved on its way out
         unsaved = [i for i, state in states.items() if state not in ("interrupted", "failed")]
         assert all(any(x.startswith(f"worker {i}: ") for x in m["lost"]) for i in unsaved), (states, m["lost"])
     else:
