@@ -42,6 +42,7 @@ FAULTS = ("stop", "sleep", "lock", "link", "disk", "kill")
 DISK_SIZE = "8m"  # room for the run's start; the trial fills the rest
 TARGET_S = 60.0
 VICTIM = 1
+SMOKE_HANG_S = 10.0  # the auto limit is unit-tested (tests/unit/test_hang.py); the smoke checks who is named
 STUCK_SCRIPT = Path(__file__).with_name("stuck_script.py")
 PAIR = Path(__file__).resolve().parents[2] / "examples" / "unequal-pair.toml"
 
@@ -59,7 +60,8 @@ class Trial:
 
 
 def command(fault: str, run_dir: Path, args: Any) -> list[str]:
-    common = ["--results-dir", str(run_dir.parent), "--run-id", run_dir.name, "--quiet", "--no-profile"]
+    common = ["--results-dir", str(run_dir.parent), "--run-id", run_dir.name, "--quiet", "--no-profile",
+              "--hang-timeout", args.hang_timeout]
     if fault in ("sleep", "lock"):
         return [*PERFKIT, "launch", "--workers", "2", *common, "--", sys.executable, str(STUCK_SCRIPT),
                 "--how", fault, "--stuck-worker", str(VICTIM), "--at-batch", str(args.at_step)]
@@ -237,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=3, help="epochs of each run (the fault comes first)")
     p.add_argument("--at-epoch", type=int, default=1, help="inject once worker 1 trains in this epoch (0-based)")
     p.add_argument("--at-step", type=int, default=10, help="... at this step of it or later")
+    p.add_argument("--hang-timeout", default="auto", help="perfkit's --hang-timeout for every trial (--smoke: "
+                   f"{SMOKE_HANG_S:g} s, so that CI does not wait out the auto limit's 30 s floor)")
     args = p.parse_args(argv)
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     bad = [f for f in faults if f not in FAULTS]
@@ -244,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--faults: {', '.join(bad) or 'none given'}: choose from {', '.join(FAULTS)}")
     args = finish_args(args)
     if args.smoke:  # tiny runs of 4 steps an epoch: inject in the second epoch, long before the last
-        args.epochs, args.at_step = 30, 1
+        args.epochs, args.at_step, args.hang_timeout = 30, 1, f"{SMOKE_HANG_S:g}"
     root = runs_dir(args.results_root, NAME, args.stamp)
     report = Report(NAME, {k: v for k, v in vars(args).items() if k != "results_root"} | {"faults": faults})
     report.targets = {"detect_s": TARGET_S}

@@ -79,7 +79,7 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
     observer.phase("preparing data")
     data_info = _ensure_data(cfg, results_dir / "datasets", n)
     env = HostEnv.setup(opts.cluster, opts.local_workers, opts.part, opts.emulate, opts.pin, opts.allow_unenforced,
-                        dir_name)
+                        dir_name, defer_budgets=True)  # perfkit's workers report 'training' (docs/multi-worker.md)
     try:
         warn_setup(env, observer)
         run = RunDir.create(results_dir, dir_name, {**_meta(cfg, opts, env, rid, data_info), **(extra_meta or {})})

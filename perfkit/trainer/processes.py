@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 POLL_S = 0.25
+LIMITED_FROM = ("training", "done", "serving")  # a worker past its imports: its host's deferred budget applies
 STOP_GRACE_S = 3.0
 
 
@@ -95,6 +96,8 @@ class Launcher:
 
     # -- one attempt -------------------------------------------------------------------------------
     def start(self) -> None:
+        if self.env:
+            self.env.hold()
         for w in self.workers:
             wdir = self.run.worker_dir(w.index)
             (wdir / "status.json").unlink(missing_ok=True)
@@ -311,9 +314,14 @@ class Launcher:
             state = str(w.status.get("state"))
             if self._shown.get(w.index) != state:
                 self._shown[w.index] = state
+                if state in LIMITED_FROM and self.env:
+                    self.env.limit(w.index)  # a deferred budget: from its host's first worker training
                 if state == "training" and self.env and w.proc is not None and w.proc.poll() is None:
                     self.env.read_back(w.index, w.proc.pid)  # after the worker applied its own limits
                 self.observer.phase(f"{self._name(w)}: {state}")
+        if self.env and self.progress.started:  # a step was taken: no host stays unlimited, whatever it said
+            for w in self.workers:
+                self.env.limit(w.index)
         self._report_progress()
 
     def _status_file(self, index: int) -> dict[str, Any] | None:

@@ -48,6 +48,44 @@ def test_v2_enables_cpu_down_to_perfkits_groups_and_reads_back_the_quota(tmp_pat
     assert quota.cleanup() == [] and not (tmp_path / "perfkit").exists()
 
 
+@pytest.mark.parametrize("version", [2, 1])
+def test_a_deferred_quota_starts_lifted_applies_at_limit_and_is_lifted_again_for_a_restart(tmp_path: Path,
+                                                                                          version: int) -> None:
+    fs = FakeCgroupFS(tmp_path, version)
+    quota = _quota(fs)
+    quota.deferred = True
+    assert quota.prepare(BLOG) and quota.held == set(BLOG)
+    base = tmp_path / ("perfkit" if version == 2 else "cpu/perfkit")
+
+    def written(host: str) -> str:
+        group = base / f"100-run1-{host}"
+        if version == 2:
+            return (group / "cpu.max").read_text().strip()
+        return f"{(group / 'cpu.cfs_quota_us').read_text().strip()} {(group / 'cpu.cfs_period_us').read_text().strip()}"
+
+    lifted = "max 10000" if version == 2 else "-1 10000"
+    assert written("tensor102") == lifted and written("tensor101") == lifted
+    fs.spawn(201)
+    quota.add("tensor102", 201)
+    assert read_back(201, fs)["quota_cores"] is None, "importing TensorFlow runs unlimited"
+    assert quota.limit("tensor102") and not quota.limit("tensor102"), "written once"
+    assert written("tensor102") == "4000 10000" and written("tensor101") == lifted
+    assert read_back(201, fs)["quota_cores"] == 0.4
+    d = quota.to_dict()
+    assert d["applies_from"] == "training" and set(d["limited_wall_ns"]) == {"tensor102"}
+    assert d["never_limited"] == ["tensor101"] and d["quota_cores"] == BLOG, "the budget asked is kept"
+    quota.hold()
+    assert written("tensor102") == lifted and quota.held == set(BLOG) and quota.to_dict()["limited_wall_ns"] == {}
+
+
+def test_an_undeferred_quota_applies_from_the_start(tmp_path: Path) -> None:
+    quota = _quota(FakeCgroupFS(tmp_path, 2))
+    assert quota.prepare(BLOG) and not quota.held and not quota.limit("tensor101")
+    quota.hold()  # nothing to lift
+    assert (tmp_path / "perfkit" / "100-run1-tensor101" / "cpu.max").read_text().strip() == "16000 10000"
+    assert quota.to_dict()["applies_from"] == "start" and set(quota.to_dict()["limited_wall_ns"]) == set(BLOG)
+
+
 def test_v2_in_a_container_root_with_processes_falls_back_and_says_why(tmp_path: Path) -> None:
     fs = FakeCgroupFS(tmp_path, 2, real_root=False)  # a cgroup namespace's root holds our own processes
     quota = _quota(fs)

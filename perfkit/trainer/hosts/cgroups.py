@@ -18,6 +18,7 @@ import errno
 import math
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -100,6 +101,13 @@ class CpuQuota:
     limits: dict[str, float] = field(default_factory=dict)
     enabled_in: list[str] = field(default_factory=list)
     on_create: Callable[[Path], None] | None = None  # told of each group made (the run's janitor)
+    # Deferred: the groups start unlimited and each host's quota is written when its first worker reports
+    # training (``limit``): TensorFlow's import and server start, minutes at a 0.25-core budget on this
+    # kind of machine, are not what the emulated host is there to slow down.
+    deferred: bool = False
+    held: set[str] = field(default_factory=set)  # hosts whose quota is not written yet
+    limited_wall_ns: dict[str, int] = field(default_factory=dict)
+    _settings: dict[str, tuple[int, int]] = field(default_factory=dict)  # host -> (quota, period) in us
 
     @classmethod
     def detect(cls, run_id: str, fs: CgroupFS | None = None,
@@ -168,14 +176,43 @@ class CpuQuota:
             self.on_create(group)
         period = period_for(cores)
         quota = max(MIN_QUOTA_US, int(cores * period))
+        if self.mechanism == "cgroup-v2" and not self.fs.exists(group / "cpu.max"):
+            raise _Refused(f"{group} has no cpu.max although cpu is enabled above it")
+        self._settings[host] = (quota, period)
+        self.limits[host] = quota / period
+        self._write(host, None if self.deferred else quota)
+        if self.deferred:
+            self.held.add(host)
+        else:
+            self.limited_wall_ns[host] = time.time_ns()
+
+    def _write(self, host: str, quota: int | None) -> None:
+        """Host ``host``'s quota, or none (``None``: unlimited, its period kept)."""
+        group, period = self.groups[host], self._settings[host][1]
         if self.mechanism == "cgroup-v2":
-            if not self.fs.exists(group / "cpu.max"):
-                raise _Refused(f"{group} has no cpu.max although cpu is enabled above it")
-            self.fs.write(group / "cpu.max", f"{quota} {period}")
+            self.fs.write(group / "cpu.max", f"{'max' if quota is None else quota} {period}")
         else:
             self.fs.write(group / "cpu.cfs_period_us", str(period))
-            self.fs.write(group / "cpu.cfs_quota_us", str(quota))
-        self.limits[host] = quota / period
+            self.fs.write(group / "cpu.cfs_quota_us", str(-1 if quota is None else quota))
+
+    def hold(self) -> None:
+        """Deferred quotas lifted again before a new attempt's workers start (a restart imports anew)."""
+        if not self.deferred:
+            return
+        for host in self._settings:
+            if host not in self.held and host in self.groups:
+                self._write(host, None)
+                self.held.add(host)
+                self.limited_wall_ns.pop(host, None)
+
+    def limit(self, host: str) -> bool:
+        """Write host ``host``'s quota now, if it is held; True when this call wrote it."""
+        if host not in self.held or host not in self.groups:
+            return False
+        self._write(host, self._settings[host][0])
+        self.held.discard(host)
+        self.limited_wall_ns[host] = time.time_ns()
+        return True
 
     def add(self, host: str, pid: int) -> None:
         group = self.groups.get(host)
@@ -214,7 +251,9 @@ class CpuQuota:
 
     def to_dict(self) -> dict[str, Any]:
         return {"mechanism": self.mechanism, "quota_cores": dict(self.limits), "tried": list(self.tried),
-                "groups": {h: str(g) for h, g in self.groups.items()}, "cpu_enabled_in": list(self.enabled_in)}
+                "groups": {h: str(g) for h, g in self.groups.items()}, "cpu_enabled_in": list(self.enabled_in),
+                "applies_from": "training" if self.deferred else "start",
+                "limited_wall_ns": dict(self.limited_wall_ns), "never_limited": sorted(self.held)}
 
 
 class _Refused(Exception):

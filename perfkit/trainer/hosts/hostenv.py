@@ -40,7 +40,9 @@ class HostEnv:
 
     @classmethod
     def setup(cls, cluster: ClusterSpec, local: tuple[int, ...], part: str | None, emulate: bool, pin: bool,
-              allow_unenforced: bool, group_id: str) -> HostEnv:
+              allow_unenforced: bool, group_id: str, defer_budgets: bool = False) -> HostEnv:
+        """``defer_budgets``: cgroup quotas start lifted and ``limit`` writes each host's when one of its
+        workers reports training (workers that report states: perfkit's own); else from their start."""
         janitor = Janitor()
         janitor.start()
         quota = CpuQuota(group_id)
@@ -51,6 +53,7 @@ class HostEnv:
             unenforced = None
             if emulate:
                 quota = CpuQuota.detect(group_id, on_create=lambda g: janitor.register("cgroup", g))
+                quota.deferred = defer_budgets
                 unenforced = _decide(cluster, quota, budgets, allow_unenforced)
             if sandbox is None:
                 sandbox = Sandbox.create(cluster, lambda ns: janitor.register("netns", ns))
@@ -78,6 +81,23 @@ class HostEnv:
             self.quota.add(host, pid)
         except OSError as exc:
             log.warning("could not put worker %d into its cgroup: %s", index, exc)
+
+    def hold(self) -> None:
+        """Before an attempt's workers start: deferred quotas lifted (``CpuQuota.hold``)."""
+        try:
+            self.quota.hold()
+        except OSError as exc:
+            log.warning("could not lift the emulated hosts' CPU quotas before the workers start: %s", exc)
+
+    def limit(self, index: int) -> None:
+        """Worker ``index`` trains: its host's deferred quota applies from now on."""
+        host = self.cluster.tasks[index].host
+        try:
+            if self.quota.limit(host):
+                log.info("host %s: CPU quota %.3g cores from now (worker %d training)", host,
+                         self.quota.limits[host], index)
+        except OSError as exc:
+            log.warning("could not apply host %s's CPU quota: %s", host, exc)
 
     def read_back(self, index: int, pid: int) -> None:
         """What worker ``index`` really got, once it applied its own limits (it reports 'training')."""
