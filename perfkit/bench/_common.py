@@ -104,6 +104,7 @@ class Proc:
     stdout: str
     stderr: str
     timed_out: bool = False
+    cpu_s: float | None = None  # user + system seconds of the command and every child it reaped
 
     @property
     def ok(self) -> bool:
@@ -161,16 +162,17 @@ def run_measured(cmd: Sequence[str], timeout: float, cwd: Path | None = None,
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, cwd=cwd, env=env, start_new_session=True)
         reaped, timed_out = _wait(proc, timeout)
         wall = time.perf_counter() - start
-        rc, rss = None, None
+        rc, rss, cpu = None, None, None
         if reaped is not None:
             status, usage = reaped
             rc = proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4: Popen must not wait
             scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
             rss = int(usage.ru_maxrss) * scale
+            cpu = float(usage.ru_utime + usage.ru_stime)
         out.seek(0)
         err.seek(0)
         text_out, text_err = (f.read().decode("utf-8", "replace") for f in (out, err))
-    return Proc(list(cmd), rc, wall, rss, text_out, text_err, timed_out)
+    return Proc(list(cmd), rc, wall, rss, text_out, text_err, timed_out, cpu)
 
 
 def env_with_repo() -> dict[str, str]:

@@ -154,3 +154,16 @@ def test_ps_clock_smoke(tmp_path: Path) -> None:
         positive(r[arm]["steady_epoch_s"])
     assert 0.3 < positive(r["ratio"]["steady_epoch"]) < 5
     assert r["meets_target"] in (True, False)
+
+
+@pytest.mark.timeout(300)
+def test_startup_smoke(tmp_path: Path) -> None:
+    r = smoke("startup", tmp_path)["results"]
+    assert set(r) == {"single", "2 workers", "meets_target"} and r["meets_target"] == {}  # no goal for 2
+    for arm in ("single", "2 workers"):
+        positive(r[arm]["startup_s"])
+        assert positive(r[arm]["cpu_s"]) > r[arm]["startup_s"]["median"] / 4, "CPU seconds of the whole command"
+    # two workers import TensorFlow twice: the command's CPU seconds say so, whatever the wall clock does
+    assert r["2 workers"]["cpu_s"]["median"] > r["single"]["cpu_s"]["median"]
+    assert positive(r["2 workers"]["ratio_to_single"]) == pytest.approx(
+        r["2 workers"]["startup_s"]["median"] / r["single"]["startup_s"]["median"], rel=1e-6)

@@ -1,0 +1,129 @@
+"""Start-up: from the command to the first training step, one process against N local workers.
+
+Interleaved round by round: ``perfkit run --mode single``, then ``--mode multi --workers N`` for each N in
+``--workers`` (default 4,8), and with ``--cluster FILE`` that emulated cluster too (its CPU budgets apply
+from training: ``docs/multi-worker.md``), each one epoch of the tiny preset without a trace window (nothing
+after the first step is measured). Figure: ``perfkit analyze``'s "command to first step" (the command's
+start to the earliest first step of any worker), its ratio to the single run of the same round, and the CPU
+seconds the whole command used (the launcher and every worker, from ``wait4``), which says whether the
+time is work (N TensorFlow imports, servers, graph building) or waiting. Goals (issue 31): 4 workers
+<= 1.7x and 8 workers <= 2.5x the single run's.
+
+    python -m perfkit.bench startup --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from perfkit.bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt_range, heading,
+                                   interleave, make_parser, markdown_table, progress, ratios, run_measured, stats)
+from perfkit.bench._runs import Training, printed_run_dir, runs_dir
+
+NAME = "startup"
+TARGETS = {4: 1.7, 8: 2.5}  # x the single run's command to first step
+
+
+def _run(label: str, args: list[str], results: Path, timeout: float) -> Training:
+    from perfkit.analysis.summary import startup_seconds
+    from perfkit.errors import PerfkitError
+    from perfkit.results import RunRecord
+
+    proc = run_measured([*PERFKIT, "run", *args, "--results-dir", str(results), "--quiet"], timeout,
+                        env=env_with_repo())
+    t = Training(label, wall_s=proc.wall_s, peak_rss_bytes=proc.peak_rss_bytes)
+    run_dir = printed_run_dir(proc)
+    t.run_dir = str(run_dir) if run_dir else None
+    if not proc.ok or run_dir is None:
+        t.error = proc.error() or "perfkit run printed no run directory"
+        return t
+    try:
+        startup = startup_seconds(RunRecord.load(run_dir))
+    except PerfkitError as exc:
+        t.error = f"cannot read {run_dir}: {exc}"
+        return t
+    t.extra = {"startup_s": startup, "cpu_s": proc.cpu_s}
+    return t
+
+
+def arms(args: argparse.Namespace) -> dict[str, Callable[[int], Training]]:
+    runs = runs_dir(args.results_root, NAME, args.stamp)
+    base = ["--preset", "tiny", "--epochs", "1", "--no-profile"]
+
+    def arm(label: str, extra: list[str]) -> Callable[[int], Training]:
+        return lambda i: _run(f"{label} #{i + 1}", [*extra, *base], runs, args.timeout)
+
+    out = {"single": arm("single", ["--mode", "single"])}
+    for n in args.workers:
+        out[f"{n} workers"] = arm(f"{n} workers", ["--mode", "multi", "--workers", str(n)])
+    if args.cluster:
+        out[f"emulated {args.cluster.stem}"] = arm(f"emulated {args.cluster.stem}",
+                                                   ["--mode", "multi", "--cluster", str(args.cluster)])
+    return out
+
+
+def measure(args: argparse.Namespace) -> Report:
+    report = Report(NAME, {"repeats": args.repeats, "workers": args.workers,
+                           "cluster": str(args.cluster) if args.cluster else None})
+    report.targets = {f"{n}w_ratio_max": TARGETS[n] for n in args.workers if n in TARGETS}
+    got = interleave(arms(args), args.repeats, progress)
+    single = [t.extra.get("startup_s") for t in got["single"]]
+    results: dict[str, Any] = {}
+    for name, tr in got.items():
+        results[name] = {"startup_s": stats(t.extra.get("startup_s") for t in tr),
+                         "cpu_s": stats(t.extra.get("cpu_s") for t in tr),
+                         "ratio_to_single": ratios([t.extra.get("startup_s") for t in tr], single),
+                         "runs": [t.to_dict() for t in tr]}
+        report.errors += [f"{t.label}: {t.error}" for t in tr if t.error]
+    results["meets_target"] = {
+        f"{n} workers": (None if results[f"{n} workers"]["ratio_to_single"]["median"] is None
+                         else results[f"{n} workers"]["ratio_to_single"]["median"] <= TARGETS[n])
+        for n in args.workers if n in TARGETS}
+    report.results = results
+    return report
+
+
+def table(report: Report) -> str:
+    r = report.results
+    rows = [[name, fmt_range(v["startup_s"], ".1f"),
+             "1 (baseline)" if name == "single" else fmt_range(v["ratio_to_single"], ".2f"),
+             fmt_range(v["cpu_s"], ".1f"), _target(name)]
+            for name, v in r.items() if name != "meets_target"]
+    head = ["launch", "command to first step s", "x single", "CPU s (all processes)", "goal"]
+    met = [f"{name}: {'met' if ok else 'missed' if ok is False else 'not measured'}"
+           for name, ok in r["meets_target"].items()]
+    return (f"{heading(report)}\n\n{markdown_table(head, rows, right=(1, 2, 3))}\n\n"
+            + ("; ".join(met) + "." if met else ""))
+
+
+def _target(name: str) -> str:
+    n = int(name.split()[0]) if name.split()[0].isdigit() else None
+    return f"<= {TARGETS[n]}x" if n in TARGETS else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = make_parser(NAME, __doc__, default_preset=None, default_repeats=5)
+    p.add_argument("--workers", default="4,8", help="comma-separated worker counts (each divides the tiny batch)")
+    p.add_argument("--cluster", type=Path, default=None, help="an emulated cluster file to start as well")
+    args = p.parse_args(argv)
+    try:
+        args.workers = sorted({int(w) for w in str(args.workers).split(",") if w.strip()})
+    except ValueError:
+        raise SystemExit(f"--workers: {args.workers!r} is not a comma-separated list of counts, e.g. 4,8") from None
+    if not args.workers or min(args.workers) < 2:
+        raise SystemExit("--workers: give worker counts >= 2, e.g. 4,8")
+    if args.cluster is not None and not args.cluster.is_file():
+        raise SystemExit(f"--cluster: {args.cluster}: no such file")
+    if args.timeout is None:
+        args.timeout = 600.0  # one tiny epoch; a run that never reaches its first step is cut off
+    args = finish_args(args)
+    if args.smoke:
+        args.workers, args.cluster = [2], None
+    return conclude(measure(args), args, table)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
