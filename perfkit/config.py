@@ -183,6 +183,8 @@ class RunConfig:
     profile_retries: int = 3
     workload: str = "botdetector"  # or a user's module:attr / file.py:attr (perfkit/workloads)
     knobs: Knobs = field(default_factory=Knobs)  # the trainer's tuning knobs (docs/tuning.md)
+    # --mode single: MirroredStrategy over this many logical CPU devices of the one process (docs/scaling.md)
+    replicas: int = 1
 
     def __post_init__(self) -> None:
         checks = (
@@ -204,7 +206,18 @@ class RunConfig:
             raise UsageError(f"--prefetch: 0 takes the prefetch out of the built-in botdetector's pipeline; "
                              f"perfkit cannot take one out of --workload {self.workload}'s own train_dataset "
                              f"(N >= 1 adds ds.prefetch(N) after it; auto leaves it as it is)")
+        self._check_replicas()
         self.check_batch(self.train_players, self.test_players)
+
+    def _check_replicas(self) -> None:
+        n = self.replicas
+        if not _is_int(n) or n < 1:
+            raise UsageError(f"--replicas: {n!r} is not an integer >= 1")
+        if n > 1 and Mode(self.mode) is not Mode.single:
+            raise UsageError(f"--replicas: only with --mode single (N replicas in one process); --mode "
+                             f"{self.mode.value} runs one replica per worker process (--workers N)")
+        if self.batch_size % n:
+            raise UsageError(f"--replicas: the global batch {self.batch_size} does not divide among {n} replicas")
 
     def check_batch(self, n_train: int, n_test: int) -> None:
         """Every epoch needs at least one whole global batch of training and of validation rows."""

@@ -1,4 +1,4 @@
-"""A scaling study (``perfkit sweep``): speedup and efficiency against the number of workers.
+"""A scaling study (``perfkit sweep``): speedup and efficiency against the number of workers (or replicas).
 
 A sweep directory holds ``sweep.json`` (``SweepRecord``: what was asked, and every run it started, in run
 order); its runs are ordinary run directories beside it, in the sweep directory's parent (the results
@@ -15,7 +15,10 @@ Definitions (docs/scaling.md):
 - the per-step split: a steady step (steady training seconds / steps per epoch) shared out as the run's
   split (``analyze``: from traces or estimated) shares it, compute (busy and input together where the split
   has no input), all-reduce transfer, wait for the slowest worker; one worker has no transfer or wait;
-- CPU cost per 1,000 samples: ``analyze``'s ``cpu_s_per_1k_samples``.
+- CPU cost per 1,000 samples: ``analyze``'s ``cpu_s_per_1k_samples``;
+- the ways (``--ways``): each point is a count of replicas in one process, of worker processes or of ps
+  workers, against the same reference; memory per replica and the sync cost per step are
+  ``scaling_ways.py``'s. A sweep recorded before ``--ways`` ran the workers way.
 
 Only complete runs are used; a sweep cut short gives the points it finished (a partial curve).
 """
@@ -37,14 +40,17 @@ from perfkit.results import load_meta, write_json
 
 SWEEP_FILE = "sweep.json"
 BASELINE = "baseline"  # a run's role: the single-mode baseline
-POINT = "workers"  # a run's role: one worker count
-RUN_COLUMNS = ["run_id", "round", "role", "workers", "global_batch", "per_worker_batch", "steps", "steady_epoch_s",
-               "train_s", "val_s", "epoch_samples", "step_s", "compute_s", "transfer_s", "wait_s", "input_s",
-               "split_source", "cpu_s_per_1k_samples", "rss_peak_max_bytes", "rate", "speedup"]
-POINT_COLUMNS = ["point", "workers", "runs", "speedup", "speedup_lo", "speedup_hi", "speedup_sd", "efficiency",
+POINT = "workers"  # a run's role: one count (of replicas, workers or ps workers: its ``way``)
+WORKERS = "workers"  # the way of a sweep recorded before --ways: N MultiWorkerMirrored worker processes
+RUN_COLUMNS = ["run_id", "round", "role", "way", "workers", "global_batch", "per_worker_batch", "steps",
+               "steady_epoch_s", "train_s", "val_s", "epoch_samples", "step_s", "compute_s", "transfer_s", "wait_s",
+               "input_s", "split_source", "cpu_s_per_1k_samples", "rss_peak_max_bytes", "replicas_per_process",
+               "processes", "memory_per_replica_bytes", "sync_s", "rate", "speedup"]
+POINT_COLUMNS = ["point", "way", "workers", "runs", "speedup", "speedup_lo", "speedup_hi", "speedup_sd", "efficiency",
                  "efficiency_lo", "efficiency_hi", "ideal_speedup", "steady_epoch_s", "step_s", "compute_s",
-                 "transfer_s", "wait_s", "input_s", "cpu_s_per_1k_samples", "rss_peak_max_bytes", "global_batch",
-                 "per_worker_batch", "run_ids"]
+                 "transfer_s", "wait_s", "input_s", "cpu_s_per_1k_samples", "rss_peak_max_bytes", "processes",
+                 "replicas_per_process", "memory_per_replica_bytes", "sync_s", "global_batch", "per_worker_batch",
+                 "run_ids"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,12 @@ class SweepRun:
     workers: int
     status: str = "running"  # running | complete | failed | interrupted
     error: str | None = None
+    way: str | None = None  # replicas | workers | ps; None: the baseline, or a sweep recorded before --ways
+
+    @property
+    def kind(self) -> str:
+        """The way of a point ("workers" where sweep.json has none: recorded before --ways)."""
+        return self.way or WORKERS
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,7 @@ class SweepRecord:
     ended: str | None = None
     gradient_bytes: float | None = None
     runs: tuple[SweepRun, ...] = field(default_factory=tuple)
+    ways: tuple[str, ...] = (WORKERS,)  # a sweep recorded before --ways: workers
 
     def with_run(self, run: SweepRun) -> SweepRecord:
         """The record with ``run`` added, or replacing the entry of the same run id."""
@@ -85,13 +98,14 @@ class SweepRecord:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["counts"], d["runs"] = list(self.counts), [asdict(r) for r in self.runs]
+        d["counts"], d["runs"], d["ways"] = list(self.counts), [asdict(r) for r in self.runs], list(self.ways)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SweepRecord:
         fields = dict(d)
         fields["counts"] = tuple(int(n) for n in fields["counts"])
+        fields["ways"] = tuple(str(w) for w in fields.get("ways") or (WORKERS,))
         fields["runs"] = tuple(SweepRun(**r) for r in fields.get("runs", ()))
         return cls(**fields)
 
@@ -130,19 +144,33 @@ def study(sweep_dir: Path, beyond: Sequence[int] | None = None) -> ScalingStudy:
     """The sweep in ``sweep_dir`` analysed; ``beyond``: worker counts to forecast (default: 2x and 4x the
     largest count run)."""
     from perfkit.analysis.scaling_forecast import forecast
+    from perfkit.analysis.scaling_ways import notes as way_notes
 
     sweep_dir = Path(sweep_dir)
     record = load_sweep(sweep_dir)
     runs, notes = run_table(record, sweep_dir.parent)
     points = point_table(runs, record)
-    done = sorted(set(runs.loc[runs["role"] == POINT, "workers"].astype(int))) if not runs.empty else []
-    targets = sorted(set(done) | set(beyond or ([2 * max(done), 4 * max(done)] if done else [])))
+    done = _done(runs)
+    workers = sorted(n for n, w in done if w == WORKERS)
+    targets = sorted(set(workers) | set(beyond or ([2 * max(workers), 4 * max(workers)] if workers else [])))
     fc, terms, fc_notes = forecast(runs, record, targets)
     status = record.status if record.status != "running" else "running (or cut short)"
-    missing = [n for n in record.counts if n not in done]
+    missing = [f"{n} {w}" for n in record.counts for w in record.ways
+               if (n, w) not in done and not (w == "replicas" and n == 1)]
     if missing:
-        notes.append(f"partial curve: sweep {status}; no complete run for {', '.join(map(str, missing))} workers")
-    return ScalingStudy(record, runs, points, fc, terms, tuple(notes + fc_notes))
+        notes.append(f"partial curve: sweep {status}; no complete run for {', '.join(missing)}")
+    return ScalingStudy(record, runs, points, fc, terms, tuple(notes + way_notes(record.ways) + fc_notes))
+
+
+def _done(runs: pd.DataFrame) -> set[tuple[int, str]]:
+    """(count, way) of every complete point run."""
+    pts = runs[runs["role"] == POINT] if not runs.empty else runs
+    return {(int(n), way_of(w)) for n, w in zip(pts["workers"], pts["way"])} if not pts.empty else set()
+
+
+def way_of(value: Any) -> str:
+    """A run row's way: "workers" where none is recorded (a sweep from before --ways, or a hand-made row)."""
+    return value if isinstance(value, str) and value else WORKERS
 
 
 def run_table(record: SweepRecord, results_dir: Path) -> tuple[pd.DataFrame, list[str]]:
@@ -152,7 +180,7 @@ def run_table(record: SweepRecord, results_dir: Path) -> tuple[pd.DataFrame, lis
     notes: list[str] = []
     done = [r for r in record.runs if r.status == "complete" and (results_dir / r.run_id).is_dir()]
     failed = [r for r in record.runs if r.status in ("failed", "interrupted")]
-    notes += [f"{r.run_id} ({r.workers} workers, round {r.round}) {r.status}: {r.error or 'no reason recorded'}"
+    notes += [f"{r.run_id} ({r.workers} {r.kind}, round {r.round}) {r.status}: {r.error or 'no reason recorded'}"
               for r in failed]
     if not done:
         return pd.DataFrame(columns=RUN_COLUMNS), notes + ["no complete run in the sweep yet"]
@@ -171,10 +199,14 @@ def run_table(record: SweepRecord, results_dir: Path) -> tuple[pd.DataFrame, lis
 
 
 def _is_reference(run: SweepRun, record: SweepRecord) -> bool:
-    return run.role == BASELINE if record.reference == BASELINE else (run.role == POINT and run.workers == 1)
+    if record.reference == BASELINE:
+        return run.role == BASELINE
+    return run.role == POINT and run.workers == 1 and run.kind == WORKERS
 
 
 def _run_row(run: SweepRun, a: Any, results_dir: Path) -> dict[str, Any]:
+    from perfkit.analysis.scaling_ways import way_figures
+
     row = a.runs.set_index("run_id").loc[run.run_id]
     meta = load_meta(results_dir / run.run_id)
     gb = int((meta.config or {}).get("batch_size") or 0)
@@ -188,17 +220,22 @@ def _run_row(run: SweepRun, a: Any, results_dir: Path) -> dict[str, Any]:
     step_s = train_s / steps if steps == steps else math.nan
     epoch_s = float(row["steady_epoch_s"])
     rate = samples / epoch_s if samples > 0 else 1.0 / epoch_s
-    return {"run_id": run.run_id, "round": run.round, "role": run.role, "workers": run.workers,
-            "global_batch": gb, "per_worker_batch": gb / run.workers if run.role == POINT else gb, "steps": steps,
+    way = run.kind if run.role == POINT else None
+    per_worker = gb if way == "ps" else gb / run.workers  # a ps worker takes a whole batch a step
+    return {"run_id": run.run_id, "round": run.round, "role": run.role, "way": way, "workers": run.workers,
+            "global_batch": gb, "per_worker_batch": per_worker if run.role == POINT else gb, "steps": steps,
             "steady_epoch_s": epoch_s, "train_s": train_s, "val_s": val_s, "epoch_samples": samples,
             "step_s": step_s, **_split(a, run, step_s), "cpu_s_per_1k_samples": float(row["cpu_s_per_1k_samples"]),
-            "rss_peak_max_bytes": float(row["rss_peak_max_bytes"]), "rate": rate, "speedup": math.nan}
+            "rss_peak_max_bytes": float(row["rss_peak_max_bytes"]),
+            **way_figures(a, run.run_id, meta, way, run.workers), "rate": rate, "speedup": math.nan}
 
 
 def _split(a: Any, run: SweepRun, step_s: float) -> dict[str, Any]:
     """The steady step shared out as the run's split shares its mean step (NaN terms: no split)."""
     w = a.workers[a.workers["run_id"] == run.run_id] if not a.workers.empty else pd.DataFrame()
-    if run.workers == 1 or run.role == BASELINE:  # nothing to wait for, nothing to all-reduce with
+    # One replica has nothing to wait for and nothing to all-reduce with; a ps worker, even alone, pushes
+    # and pulls through the parameter server inside its step (no trace window: no split)
+    if run.role == BASELINE or (run.workers == 1 and run.kind != "ps"):
         return {"compute_s": step_s, "transfer_s": 0.0, "wait_s": 0.0, "input_s": math.nan, "split_source": None}
     terms = ("compute_s", "transfer_s", "wait_s", "input_s")
     if w.empty or any(t not in w for t in terms) or w["transfer_s"].isna().all():
@@ -225,23 +262,30 @@ def run_plan(meta: Any) -> dict[str, Any]:
 
 
 def point_table(runs: pd.DataFrame, record: SweepRecord) -> pd.DataFrame:
-    """POINT_COLUMNS: the single-mode baseline (when the sweep has one) then each worker count."""
+    """POINT_COLUMNS: the single-mode baseline (when the sweep has one), then each way's counts (the ways in
+    the order replicas, workers, ps)."""
+    from perfkit.analysis.scaling_ways import WAYS, point_name
+
     if runs.empty:
         return pd.DataFrame(columns=POINT_COLUMNS)
-    groups = [("baseline (single process)", 1, runs[runs["role"] == BASELINE])]
-    groups += [(f"{n} worker{'s' if n > 1 else ''}", int(n), g)
-               for n, g in runs[runs["role"] == POINT].groupby("workers", sort=True)]
-    return pd.DataFrame([_point(name, n, g) for name, n, g in groups if not g.empty], columns=POINT_COLUMNS)
+    pts = runs[runs["role"] == POINT]
+    ways = pts["way"].map(way_of)
+    groups = [(point_name(None, 1), None, 1, runs[runs["role"] == BASELINE])]
+    groups += [(point_name(w, int(n)), w, int(n), g) for w in WAYS
+               for n, g in pts[ways == w].groupby("workers", sort=True)]
+    return pd.DataFrame([_point(name, w, n, g) for name, w, n, g in groups if not g.empty], columns=POINT_COLUMNS)
 
 
-def _point(name: str, n: int, g: pd.DataFrame) -> dict[str, Any]:
+def _point(name: str, way: str | None, n: int, g: pd.DataFrame) -> dict[str, Any]:
     s = g["speedup"].astype(float)
     mean = lambda col: float(g[col].astype(float).mean())  # noqa: E731 - one figure per column
-    return {"point": name, "workers": n, "runs": len(g), "speedup": float(s.mean()), "speedup_lo": float(s.min()),
-            "speedup_hi": float(s.max()), "speedup_sd": float(s.std()) if len(s) > 1 else math.nan,
+    return {"point": name, "way": way, "workers": n, "runs": len(g), "speedup": float(s.mean()),
+            "speedup_lo": float(s.min()), "speedup_hi": float(s.max()),
+            "speedup_sd": float(s.std()) if len(s) > 1 else math.nan,
             "efficiency": float(s.mean()) / n, "efficiency_lo": float(s.min()) / n,
             "efficiency_hi": float(s.max()) / n, "ideal_speedup": float(n),
             **{c: mean(c) for c in ("steady_epoch_s", "step_s", "compute_s", "transfer_s", "wait_s", "input_s",
-                                    "cpu_s_per_1k_samples", "rss_peak_max_bytes", "global_batch",
+                                    "cpu_s_per_1k_samples", "rss_peak_max_bytes", "processes",
+                                    "replicas_per_process", "memory_per_replica_bytes", "sync_s", "global_batch",
                                     "per_worker_batch")},
             "run_ids": " ".join(g["run_id"])}

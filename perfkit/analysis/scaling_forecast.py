@@ -105,7 +105,7 @@ def fit(points: pd.DataFrame, grad_mb: float, strong: bool) -> StepModel | None:
 
 def forecast(runs: pd.DataFrame, record: Any, targets: Sequence[int]) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """FORECAST_COLUMNS for ``targets``, TERM_COLUMNS of the fitted model, and notes."""
-    points = runs[runs["role"] == "workers"] if not runs.empty else runs
+    points = workers_way(runs)
     strong = record.scaling == "strong"
     grad_mb = (record.gradient_bytes or 0) / 1e6
     notes = [] if grad_mb > 0 else ["gradient size unknown (no run recorded the model's parameters): the "
@@ -122,6 +122,15 @@ def forecast(runs: pd.DataFrame, record: Any, targets: Sequence[int]) -> tuple[p
     ref_rate = _reference_rate(runs)
     rows = [_row(model, per_round, rms, points, n, record, ref_rate) for n in targets]
     return pd.DataFrame(rows, columns=FORECAST_COLUMNS), term_table(model, rms, len(per_round)), notes
+
+
+def workers_way(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of the workers way (a row with no way: a sweep recorded before --ways): the model's ring
+    all-reduce among worker processes is theirs; replicas in one process and ps are not modelled."""
+    if runs.empty:
+        return runs
+    way = runs["way"] if "way" in runs else pd.Series("workers", index=runs.index)
+    return runs[(runs["role"] == "workers") & (way.isna() | (way == "workers"))]
 
 
 def _steps(points: pd.DataFrame, record: Any, n: int) -> float:

@@ -77,7 +77,7 @@ def choose_baseline(runs: Sequence[LoadedRun], results_dir: Path, baseline_id: s
     if not usable:
         return None, "no complete run to compare"
     references = [r for r in usable if r.mode in ("multi", "ps")][::-1] or usable[::-1]
-    singles = [r for r in usable if r.mode == "single"]
+    singles = [r for r in usable if r.mode == "single" and one_replica(r.meta)]
     for ref in references:  # the latest cluster run (multi or ps) that has a baseline among the runs analysed
         candidates = [r for r in singles if workload(r.meta) == workload(ref.meta)]
         if candidates:
@@ -94,6 +94,11 @@ def choose_baseline(runs: Sequence[LoadedRun], results_dir: Path, baseline_id: s
 _CHOSEN = "latest complete single-mode run on the same data and preset"
 
 
+def one_replica(meta: RunMeta) -> bool:
+    """A baseline trains as one replica: a ``--replicas N`` run is a point of a scaling study, not one."""
+    return int(meta.config.get("replicas") or 1) == 1
+
+
 def _scan_singles(results_dir: Path, key: tuple[Any, ...]) -> list[LoadedRun]:
     from perfkit.results import iter_run_dirs, load_meta
 
@@ -103,7 +108,7 @@ def _scan_singles(results_dir: Path, key: tuple[Any, ...]) -> list[LoadedRun]:
             meta = load_meta(d)
         except Exception:  # noqa: BLE001 - an unreadable directory is simply not a candidate
             continue
-        if meta.mode == "single" and meta.status == "complete" and workload(meta) == key:
+        if meta.mode == "single" and one_replica(meta) and meta.status == "complete" and workload(meta) == key:
             ids.append(meta.run_id)
     found = [find_run(results_dir, rid) for rid in sorted(set(ids))]
     return [r for r in found if r is not None]

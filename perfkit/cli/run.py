@@ -37,6 +37,8 @@ def run_command(
     label: opt.Label = None,
     sample_interval: opt.SampleInterval = 0.5,
     workers: opt.Workers = None,
+    replicas: Annotated[int, typer.Option(help="single: MirroredStrategy over N logical CPU devices of the one "
+                                          "process, the global batch split among them (docs/scaling.md).")] = 1,
     ps: Annotated[Optional[int], typer.Option("--ps", help="ps, with --workers: parameter servers (default 1); "
                                               "more than one shards each variable over them.",
                                               show_default=False)] = None,
@@ -80,8 +82,8 @@ def run_command(
         test_players=test_players, sequence_length=sequence_length, seed=seed,
         class_weight=parse_class_weight(class_weight), data_path=str(data) if data is not None else None,
         sample_interval=sample_interval, label=label, profile_steps="off" if no_profile else profile_steps,
-        profile_retries=profile_retries, knobs=opt.knobs(steps_per_execution, metrics, bytes_per_pack, all_reduce,
-                                                         prefetch), **chosen,
+        profile_retries=profile_retries, replicas=replicas,
+        knobs=opt.knobs(steps_per_execution, metrics, bytes_per_pack, all_reduce, prefetch), **chosen,
     )
     cfg, opts = for_mode(cfg, mode, workers=workers, cluster=cluster, host=host, task_index=task_index,
                          emulate=emulate, pin=pin, connect_timeout=connect_timeout, hang_timeout=hang_timeout,

@@ -1,6 +1,7 @@
-"""`perfkit sweep`: the scaling study. The baseline and each worker count as ordinary runs, repeats
-interleaved, then the curve, the per-step split and the forecast (perfkit/trainer/sweep.py,
-perfkit/analysis/scaling.py). ``--analyze-only SWEEP_DIR`` shows a sweep's analysis again, a partial one too."""
+"""`perfkit sweep`: the scaling study. The baseline and each count of each way (``--ways``: replicas,
+workers, ps) as ordinary runs, repeats interleaved, then the curve, the per-step split and the forecast
+(perfkit/trainer/sweep.py, perfkit/analysis/scaling.py). ``--analyze-only SWEEP_DIR`` shows a sweep's
+analysis again, a partial one too."""
 
 from __future__ import annotations
 
@@ -14,12 +15,18 @@ from perfkit.cli import _shared as opt
 from perfkit.cli._shared import Format, app, train_once
 from perfkit.config import PRESETS, Mode, RunConfig
 
+Ways = Annotated[str, typer.Option(help="How each count N scales, comma-separated: replicas (MirroredStrategy over N "
+                                   "logical CPU devices in one process), workers (N MultiWorkerMirrored worker "
+                                   "processes), ps (N workers, 1 parameter server and the chief).")]
+
 
 @app.command("sweep")
 def sweep_command(
-    workers: Annotated[Optional[str], typer.Option(help="Worker counts, comma-separated (e.g. 1,2,4).",
+    workers: Annotated[Optional[str], typer.Option(help="Counts N, comma-separated (e.g. 1,2,4): of each way's "
+                                                   "workers or replicas.",
                                                    show_default=False)] = None,
-    repeats: Annotated[int, typer.Option(help="Rounds; each runs the baseline and every count once, in turn.")] = 1,
+    ways: Ways = "workers",
+    repeats: Annotated[int, typer.Option(help="Rounds; each runs the baseline and every point once, in turn.")] = 1,
     scaling: Annotated[str, typer.Option(help="strong: keep the global batch (the article); weak: keep the "
                                          "per-worker batch (global batch = batch x N).")] = "strong",
     cores_per_worker: Annotated[Optional[float], typer.Option(
@@ -46,8 +53,8 @@ def sweep_command(
     no_html: Annotated[bool, typer.Option("--no-html", help="Write no HTML report.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No training progress; still the curve.")] = False,
 ) -> None:
-    """Run the baseline and each worker count (repeats interleaved), then show speedup, efficiency, the
-    per-step split, CPU cost and the forecast against workers."""
+    """Run the baseline and each count of each way (repeats interleaved), then show speedup, efficiency, the
+    per-step split, CPU cost, memory per replica, sync cost per step and the forecast against workers."""
     from perfkit.errors import UsageError
     from perfkit.trainer.sweep import parse_counts
 
@@ -55,20 +62,21 @@ def sweep_command(
     if html is not None and no_html:
         raise UsageError("--html and --no-html: give one of them, not both")
     if analyze_only is not None:
-        if workers is not None:
-            raise UsageError("--analyze-only: runs nothing; not with --workers")
+        if workers is not None or ways != "workers":
+            raise UsageError("--analyze-only: runs nothing; not with --workers or --ways")
         _show(analyze_only, beyond, fmt, None if no_html else (html or analyze_only / "report.html"))
         return
     if workers is None:
         raise UsageError("--workers: give the worker counts (e.g. 1,2,4), or --analyze-only SWEEP_DIR")
-    sweep_dir = _run(workers, repeats, scaling, cores_per_worker, preset, epochs, batch_size, train_players,
+    sweep_dir = _run(workers, ways, repeats, scaling, cores_per_worker, preset, epochs, batch_size, train_players,
                      test_players, results_dir, label, pin, allow_unenforced, no_profile, quiet or fmt is Format.json)
     _show(sweep_dir, beyond, fmt, None if no_html else (html or sweep_dir / "report.html"))
 
 
-def _run(workers: str, repeats: int, scaling: str, cores_per_worker: float | None, preset: str, epochs: int | None,
-         batch_size: int | None, train_players: int | None, test_players: int | None, results_dir: Path,
-         label: str | None, pin: bool, allow_unenforced: bool, no_profile: bool, quiet: bool) -> Path:
+def _run(workers: str, ways: str, repeats: int, scaling: str, cores_per_worker: float | None, preset: str,
+         epochs: int | None, batch_size: int | None, train_players: int | None, test_players: int | None,
+         results_dir: Path, label: str | None, pin: bool, allow_unenforced: bool, no_profile: bool,
+         quiet: bool) -> Path:
     from datetime import datetime, timezone
 
     from perfkit.trainer.hosts.hostenv import preflight
@@ -77,15 +85,19 @@ def _run(workers: str, repeats: int, scaling: str, cores_per_worker: float | Non
     cfg = RunConfig.from_preset(Mode.multi, preset, epochs=epochs, batch_size=batch_size, label=label,
                                 train_players=train_players, test_players=test_players,
                                 profile_steps="off" if no_profile else None)
-    p = plan(cfg, workers, repeats, scaling, cores_per_worker)  # every bad input: one line, nothing run
-    preflight(options_for(p, max(p.counts), pin, allow_unenforced))  # budgets this machine cannot enforce
+    p = plan(cfg, workers, repeats, scaling, cores_per_worker, ways=ways)  # every bad input: one line, nothing run
+    for way in p.ways:  # budgets this machine cannot enforce
+        opts = options_for(p, max(p.counts), pin, allow_unenforced, way)
+        if opts is not None:
+            preflight(opts)
 
     def train(c: RunConfig, o: Any, run_id: str) -> Path:
         return train_once(c, o, results_dir, run_id, quiet)
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     say = (lambda line: typer.echo(line, err=True)) if quiet else typer.echo
-    return sweep(cfg, p, results_dir, train, lambda n: options_for(p, n, pin, allow_unenforced), say, stamp)
+    return sweep(cfg, p, results_dir, train, lambda n, way: options_for(p, n, pin, allow_unenforced, way), say,
+                 stamp)
 
 
 def _show(sweep_dir: Path, beyond: Any, fmt: Format, html: Path | None) -> None:

@@ -40,7 +40,7 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
     workload = resolve(cfg)
     data_info = prepare_workload(workload, cfg.workload, results_dir / "datasets", trains_here=True)
     cfg.check_batch(*map(int, workload.samples()))  # a user's file may hold fewer rows than the preset
-    preflight(workload, cfg.workload, cfg.batch_size, 1)
+    preflight(workload, cfg.workload, cfg.batch_size, 1, cfg.replicas)
     host = hostname()
     run = RunDir.create(results_dir, rid, {**_initial_meta(cfg, data_info, info(cfg.workload, workload), host),
                                            **(extra_meta or {})})
@@ -60,19 +60,21 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
 def _train(cfg: RunConfig, workload: Any, run: RunDir, sampler: Sampler, steplog: StepLog,
            observer: Observer, captures: dict[str, dict[str, Any]]) -> tuple[str, str | None, PerfkitError | None]:
     from perfkit.trainer.worker.fit import Instruments, fit, worker_log
-    from perfkit.trainer.worker.strategy import mirrored
+    from perfkit.trainer.worker.strategy import applied, mirrored
 
     log_path = run.worker_dir(0) / "worker.log"
     with worker_log(log_path):
         try:
-            strategy, info = mirrored()
-            run.update(strategy=info.name, replicas=info.replicas, devices=list(info.devices))
+            strategy, info = mirrored(cfg.replicas)
+            run.update(strategy=info.name, replicas=info.replicas, devices=list(info.devices),
+                       strategy_setup=applied(strategy))
             host = run.meta["workers"][0]["host"]
             instruments = Instruments(
                 capture=CaptureTarget(run.path, session=run.path.name, host_name=f"{host}-w0"),
                 scalars_dir=run.path / "tensorboard" / "w0", on_capture=lambda r: captures.update({"0": r}))
             fit(cfg, workload, strategy, steplog, observer, cpu=lambda: sampler.latest().get(0),
-                on_plan=lambda plan: run.update(plan=asdict(plan)), instruments=instruments)
+                on_plan=lambda plan: run.update(plan=asdict(plan)), instruments=instruments,
+                after_fit=lambda model: _calibrate(run, strategy, model, observer) if info.replicas > 1 else None)
             return "complete", None, None
         except KeyboardInterrupt:
             log.warning("interrupted by the user")
@@ -86,6 +88,16 @@ def _train(cfg: RunConfig, workload: Any, run: RunDir, sampler: Sampler, steplog
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             text = f"{type(exc).__name__}: {first}"
             return "failed", text, RunFailed(f"run {run.path.name} failed: {text} (see {log_path})")
+
+
+def _calibrate(run: RunDir, strategy: Any, model: Any, observer: Observer) -> None:
+    """The replicas' synchronisation cost per step, timed as a cluster's workers time theirs (calibrate.py),
+    into the same field (``workers[0].calibration``), so the analysis reads every mode alike."""
+    from perfkit.trainer.worker.calibrate import allreduce_calibration
+
+    observer.phase("timing the cross-replica all-reduce")
+    worker = {**run.meta["workers"][0], "calibration": allreduce_calibration(strategy, model)}
+    run.update(workers=[worker])
 
 
 def _save(run: RunDir, steplog: StepLog, sampled: SamplerResult, status: str, error: str | None) -> None:

@@ -10,6 +10,10 @@ Two kinds of point: plain local workers on the whole machine (``--workers N`` of
 the single-mode baseline), or a scale model (``--cores-per-worker C``): N emulated hosts of C cores with one
 worker each, held to their budgets as ``perfkit run --cluster FILE --emulate`` holds them, against one such
 host (the one-worker point is the scale model's single machine).
+
+Three ways to scale each count N (``--ways``, docs/scaling.md): ``replicas`` (``--mode single --replicas N``:
+MirroredStrategy over N logical CPU devices of this process), ``workers`` (N MultiWorkerMirrored worker
+processes) and ``ps`` (``--mode ps``: N workers, one parameter server and the chief).
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from perfkit.trainer.hosts.cpubudget import available_cores
 from perfkit.trainer.multi import MultiOptions
 
 Train = Callable[[RunConfig, "MultiOptions | None", str], Path]  # (config, cluster, run id) -> run directory
+Options = Callable[[int, str], "MultiOptions | None"]  # (count, way) -> its cluster (None: in this process)
 SCALINGS = ("strong", "weak")
+WAYS = ("replicas", "workers", "ps")
 
 
 @dataclass(frozen=True)
@@ -38,10 +44,30 @@ class SweepPlan:
     repeats: int
     scaling: str  # strong: the global batch kept (the article); weak: the per-worker batch kept
     cores_per_worker: float | None  # None: plain local workers
+    ways: tuple[str, ...] = ("workers",)  # in WAYS order
 
     @property
     def reference(self) -> str:
         return POINT if self.cores_per_worker is not None else BASELINE
+
+    def order(self) -> list[tuple[int | None, str | None]]:
+        """One round's runs, (count, way); (None, None): the baseline. Replicas at 1 are the baseline itself
+        (one process, one device): not run twice. A scale model's one-worker point is its reference: run
+        whatever the ways."""
+        first: list[tuple[int | None, str | None]] = [(None, None)] if self.reference == BASELINE else []
+        if self.reference == POINT and "workers" not in self.ways:
+            first.append((1, "workers"))
+        return first + [(n, w) for n in self.counts for w in self.ways if not (w == "replicas" and n == 1)]
+
+
+def parse_ways(text: str) -> tuple[str, ...]:
+    """``replicas,workers,ps`` -> the ways in WAYS order; a one-line error for anything else."""
+    given = [w.strip().lower() for w in str(text).split(",")]
+    bad = [w for w in given if w not in WAYS]
+    if bad or len(set(given)) < len(given):
+        why = f"{bad[0]!r} is not a way" if bad else "a way is listed more than once"
+        raise UsageError(f"--ways: {text!r}: {why}; choose from {', '.join(WAYS)}, comma-separated")
+    return tuple(w for w in WAYS if w in given)
 
 
 def parse_counts(text: str) -> tuple[int, ...]:
@@ -58,101 +84,143 @@ def parse_counts(text: str) -> tuple[int, ...]:
 
 
 def plan(cfg: RunConfig, counts_text: str, repeats: int, scaling: str, cores_per_worker: float | None,
-         machine_cores: float | None = None) -> SweepPlan:
+         machine_cores: float | None = None, ways: str = "workers") -> SweepPlan:
     """The sweep's plan; every count's configuration and cluster checked now (a one-line ``UsageError``)."""
-    counts = parse_counts(counts_text)
+    counts, chosen = parse_counts(counts_text), parse_ways(ways)
     if repeats < 1:
         raise UsageError(f"--repeats: {repeats}: must be at least 1")
     if scaling not in SCALINGS:
         raise UsageError(f"--scaling: {scaling!r}: choose strong (the global batch kept) or weak (the per-worker "
                          f"batch kept)")
+    cores = float(len(available_cores())) if machine_cores is None else machine_cores
     if cores_per_worker is not None:
-        cores = float(len(available_cores())) if machine_cores is None else machine_cores
+        if "replicas" in chosen:
+            raise UsageError("--ways replicas: not with --cores-per-worker (the replicas run in perfkit's own "
+                             "process on the whole machine; a scale model's emulated hosts hold worker processes)")
         if not cores_per_worker > 0:
             raise UsageError(f"--cores-per-worker: {cores_per_worker:g}: must be > 0")
         if cores_per_worker * max(counts) > cores + 1e-9:
             raise UsageError(f"--cores-per-worker: {cores_per_worker:g} x {max(counts)} workers = "
                              f"{cores_per_worker * max(counts):g} cores, more than this machine's {cores:g}")
         counts = tuple(sorted(set(counts) | {1}))  # one host of C cores: the scale model's single machine
-    p = SweepPlan(counts, repeats, scaling, cores_per_worker)
-    for n in counts:
-        if scaling == "strong" and cfg.batch_size % n:
-            raise UsageError(f"--workers: the global batch {cfg.batch_size} does not divide among {n} workers "
-                             f"(strong scaling keeps it); give counts that divide it, or --scaling weak")
-        try:
-            config_for(cfg, p, n)  # weak scaling's larger batch must fit the data (RunConfig checks it)
-        except UsageError as exc:
-            raise UsageError(f"--scaling weak, {n} workers (global batch {cfg.batch_size} x {n}): {exc}") from None
-        if cores_per_worker is not None:
-            check_mode(emulated_cluster(n, cores_per_worker), "multi", cores=cores)
+    p = SweepPlan(counts, repeats, scaling, cores_per_worker, chosen)
+    for n, way in p.order():
+        if n is not None and way is not None:
+            _check_point(cfg, p, n, way, cores)
     return p
 
 
-def config_for(cfg: RunConfig, p: SweepPlan, n: int | None) -> RunConfig:
-    """The configuration of ``n`` workers (None: the single-mode baseline)."""
+def _check_point(cfg: RunConfig, p: SweepPlan, n: int, way: str, cores: float) -> None:
+    if p.scaling == "strong" and way != "ps" and cfg.batch_size % n:
+        raise UsageError(f"--workers: the global batch {cfg.batch_size} does not divide among {n} {way} (strong "
+                         f"scaling keeps it); give counts that divide it, or --scaling weak")
+    try:
+        config_for(cfg, p, n, way)  # weak scaling's larger batch must fit the data (RunConfig checks it)
+    except UsageError as exc:
+        raise UsageError(f"--scaling weak, {n} {way} (global batch {cfg.batch_size} x {n}): {exc}") from None
+    if p.cores_per_worker is not None:
+        check_mode(emulated_cluster(n, p.cores_per_worker, ps=way == "ps"), "ps" if way == "ps" else "multi",
+                   cores=cores)
+
+
+def config_for(cfg: RunConfig, p: SweepPlan, n: int | None, way: str = "workers") -> RunConfig:
+    """The configuration of ``n`` replicas, workers or ps workers (None: the single-mode baseline). A ps worker
+    takes a whole global batch a step (trainer/worker/ps.py), so its batch is the same under weak scaling."""
     if n is None:
         return replace(cfg, mode=Mode.single)
-    batch = cfg.batch_size * n if p.scaling == "weak" else cfg.batch_size
+    batch = cfg.batch_size * n if p.scaling == "weak" and way != "ps" else cfg.batch_size
+    if way == "replicas":
+        return replace(cfg, mode=Mode.single, batch_size=batch, replicas=n)
+    if way == "ps":  # as perfkit run --mode ps: no trace window (each worker's steps are timed in the step)
+        return replace(cfg, mode=Mode.ps, batch_size=batch, profile_steps="off")
     return replace(cfg, mode=Mode.multi, batch_size=batch)
 
 
-def emulated_cluster(n: int, cores: float) -> ClusterSpec:
-    """N emulated hosts of ``cores`` each, one worker apiece, as a cluster file of N ``[[hosts]]`` would say."""
-    hosts = tuple(HostSpec(f"h{i}", f"127.0.0.{i + 1}", float(cores), 1, 20000) for i in range(n))
+def emulated_cluster(n: int, cores: float, ps: bool = False) -> ClusterSpec:
+    """N emulated hosts of ``cores`` each, one worker apiece, as a cluster file of N ``[[hosts]]`` would say;
+    ``ps``: the parameter server and the chief on the first host, inside its budget (as
+    examples/blog-cluster-ps.toml puts them beside workers), so every way runs on the same cores."""
+    hosts = tuple(HostSpec(f"h{i}", f"127.0.0.{i + 1}", float(cores), 1, 20000, ps=int(ps and i == 0),
+                           chief=ps and i == 0) for i in range(n))
     return ClusterSpec(hosts, source=f"--cores-per-worker {cores:g}")
 
 
-def options_for(p: SweepPlan, n: int, pin: bool, allow_unenforced: bool,
-                connect_timeout: float = 120.0) -> MultiOptions:
-    """The cluster of ``n`` workers: emulated hosts (a scale model) or local workers (``--workers N``)."""
+def options_for(p: SweepPlan, n: int, pin: bool, allow_unenforced: bool, way: str = "workers",
+                connect_timeout: float = 120.0) -> MultiOptions | None:
+    """The cluster of ``n`` workers: emulated hosts (a scale model) or local workers (``--workers N``); with
+    ``way`` ps, one parameter server and the chief besides; replicas: None (they run in this process)."""
     from perfkit.trainer.options import multi_options
 
+    if way == "replicas":
+        return None
+    mode = Mode.ps if way == "ps" else Mode.multi
     if p.cores_per_worker is None:
-        opts = multi_options(n, None, None, None, False, pin, connect_timeout, 0)
+        opts = multi_options(n, None, None, None, False, pin, connect_timeout, 0, mode=mode,
+                             ps=1 if way == "ps" else None)
         return replace(opts, allow_unenforced=allow_unenforced)
-    spec = emulated_cluster(n, p.cores_per_worker)
+    spec = emulated_cluster(n, p.cores_per_worker, ps=way == "ps")
     return MultiOptions(spec, tuple(t.index for t in spec.tasks), None, True, pin, connect_timeout, 0,
                         allow_unenforced=allow_unenforced)
 
 
 def new_record(cfg: RunConfig, p: SweepPlan, sweep_id: str) -> SweepRecord:
     return SweepRecord(sweep_id, p.counts, p.repeats, p.scaling, p.cores_per_worker, cfg.preset, cfg.batch_size,
-                       p.reference, utc_now())
+                       p.reference, utc_now(), ways=p.ways)
 
 
-def sweep(cfg: RunConfig, p: SweepPlan, results_dir: Path, train: Train, options: Callable[[int], MultiOptions],
-          say: Callable[[str], None], stamp: str) -> Path:
-    """Run the sweep; returns its directory (``results_dir/sweep-<stamp>[-label]``, holding sweep.json)."""
+def sweep(cfg: RunConfig, p: SweepPlan, results_dir: Path, train: Train, options: Options,
+          say: Callable[[str], None], stamp: str, split_cpu: Callable[[int], int] | None = None) -> Path:
+    """Run the sweep; returns its directory (``results_dir/sweep-<stamp>[-label]``, holding sweep.json).
+    ``split_cpu``: sets this process's logical CPU devices up before TensorFlow fixes them (default:
+    ``strategy.split_cpu``), once, for the largest replica count: every replicas run of the sweep, and the
+    baseline, run in this process."""
     sweep_id = "-".join(x for x in ("sweep", stamp, sanitize_id(cfg.label, "--label") if cfg.label else "") if x)
     sweep_dir = Path(results_dir) / sweep_id
     if sweep_dir.exists():
         raise UsageError(f"{sweep_dir}: exists already; a sweep starts a new directory")
+    replicas = [n for n, way in p.order() if way == "replicas" and n is not None]
+    if replicas:
+        (split_cpu or _split_cpu)(max(replicas))
     record = new_record(cfg, p, sweep_id)
     record.save(sweep_dir)
-    order = ([None] if p.reference == BASELINE else []) + list(p.counts)
+    order = p.order()
     total = p.repeats * len(order)
     for round_ in range(1, p.repeats + 1):
-        for k, n in enumerate(order):
-            what = "the single-machine baseline" if n is None else f"{n} worker{'s' if n > 1 else ''}"
-            say(f"[{(round_ - 1) * len(order) + k + 1}/{total}] round {round_}: {what}")
-            record = _one(record, sweep_dir, cfg, p, n, round_, stamp, train, options)
+        for k, (n, way) in enumerate(order):
+            say(f"[{(round_ - 1) * len(order) + k + 1}/{total}] round {round_}: {_what(n, way)}")
+            record = _one(record, sweep_dir, cfg, p, n, way, round_, stamp, train, options)
     record = replace(record, status="complete" if any(r.status == "complete" for r in record.runs) else "failed",
                      ended=utc_now())
     record.save(sweep_dir)
     return sweep_dir
 
 
-def _one(record: SweepRecord, sweep_dir: Path, cfg: RunConfig, p: SweepPlan, n: int | None, round_: int, stamp: str,
-         train: Train, options: Callable[[int], MultiOptions]) -> SweepRecord:
+def _split_cpu(n: int) -> int:
+    from perfkit.trainer.worker.strategy import split_cpu
+
+    return split_cpu(n)
+
+
+def _what(n: int | None, way: str | None) -> str:
+    if n is None or way is None:
+        return "the single-machine baseline"
+    s = "s" if n > 1 else ""
+    return {"replicas": f"{n} replicas in one process", "ps": f"{n} worker{s} + 1 parameter server"}.get(
+        way, f"{n} worker{s}")
+
+
+def _one(record: SweepRecord, sweep_dir: Path, cfg: RunConfig, p: SweepPlan, n: int | None, way: str | None,
+         round_: int, stamp: str, train: Train, options: Options) -> SweepRecord:
     """One run of the sweep, recorded before it starts and after it ends; a failed run is recorded and the
     sweep goes on, an interrupted one ends the sweep (its record says so)."""
-    c = config_for(cfg, p, n)
-    run_id = f"{stamp}-{c.mode.value}-sweep-r{round_}-{'base' if n is None else f'n{n}'}"
-    entry = SweepRun(run_id, round_, BASELINE if n is None else POINT, 1 if n is None else n)
+    c = config_for(cfg, p, n, way or "workers")
+    tag = "base" if n is None else f"n{n}" if way == "workers" else f"{way}{n}"
+    run_id = f"{stamp}-{c.mode.value}-sweep-r{round_}-{tag}"
+    entry = SweepRun(run_id, round_, BASELINE if n is None else POINT, 1 if n is None else n, way=way)
     record = record.with_run(entry)
     record.save(sweep_dir)
     try:
-        path = train(c, None if n is None else options(n), run_id)
+        path = train(c, None if n is None or way == "replicas" else options(n, way or "workers"), run_id)
     except (KeyboardInterrupt, RunInterrupted) as exc:
         why = str(exc).splitlines()[0] if str(exc) else "interrupted by the user"
         stopped = replace(record.with_run(replace(entry, status="interrupted", error=why)), status="interrupted",

@@ -200,9 +200,10 @@ def prepare_workload(workload: Any, spec: str, cache_dir: Path, trains_here: boo
     return out
 
 
-def preflight(workload: Any, spec: str, global_batch: int, num_workers: int) -> None:
+def preflight(workload: Any, spec: str, global_batch: int, num_workers: int, replicas: int = 1) -> None:
     """A user's workload, tried before any run directory exists: its sample counts, a compiled model, and
-    both datasets batched at worker 0's per-replica batch. Each fault is a one-line UsageError."""
+    both datasets batched at worker 0's per-replica batch (``replicas``: replicas of one worker process,
+    single mode's ``--replicas``). Each fault is a one-line UsageError."""
     if spec == BUILTIN:
         return
     from perfkit._tf import tf
@@ -217,7 +218,7 @@ def preflight(workload: Any, spec: str, global_batch: int, num_workers: int) -> 
         raise UsageError(f"--workload {spec}: build_model() must return a compiled tf.keras model "
                          f"(got {type(model).__name__}{' without compile()' if hasattr(model, 'fit') else ''})")
     ctx = tf().distribute.InputContext(num_input_pipelines=num_workers, input_pipeline_id=0,
-                                       num_replicas_in_sync=num_workers)
+                                       num_replicas_in_sync=num_workers * replicas)
     for what in ("train_dataset", "eval_dataset"):
         ds = _guard(spec, f"{what}(input_context, {global_batch})", lambda: getattr(workload, what)(ctx, global_batch))
         check_batch(ds, ctx.get_per_replica_batch_size(global_batch), spec, what)

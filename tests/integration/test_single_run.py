@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.integration._util import PERFKIT, traces
+from tests.integration._util import PERFKIT, meta, run_ok, traces
 from tests.integration._util import only_run as _only_run
 from tests.integration._util import perfkit as _perfkit
 
@@ -85,6 +85,23 @@ def test_bad_data_file_fails_in_one_line_and_creates_no_run(tmp_path: Path) -> N
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and str(bad) in lines[0] and "Traceback" not in proc.stderr
     assert not results.exists() or not list(results.glob("*/run.json"))
+
+
+def test_replicas_split_the_cpu_and_time_their_all_reduce(tmp_path: Path) -> None:
+    """--replicas 2: MirroredStrategy over two logical CPU devices of the one process, and the replicas'
+    all-reduce timed after fit in the field a cluster's workers use (docs/scaling.md)."""
+    run, _ = run_ok(tmp_path / "results", "run", "--mode", "single", "--replicas", "2", "--preset", "tiny",
+                    "--epochs", "1", "--train-players", "1024", "--test-players", "256", "--no-profile", "--quiet")
+    m = meta(run)
+    assert m["status"] == "complete" and m["replicas"] == 2 and m["config"]["replicas"] == 2  # num_replicas_in_sync
+    assert [d.rsplit("/", 1)[1] for d in m["devices"]] == ["device:CPU:0", "device:CPU:1"]
+    setup = m["strategy_setup"]
+    assert (setup["cross_device_ops"], setup["implementation"], setup["logical_cpus"]) == ("CollectiveAllReduce",
+                                                                                         "RING", 2)
+    calibration = m["workers"][0]["calibration"]
+    assert calibration["gradients_s"] > 0 and calibration["floats"] == 441_729, calibration
+    steps = pd.read_parquet(run / "workers/0/steps.parquet")
+    assert len(steps) == 1024 // 256 and steps["samples"].eq(256).all()  # the global batch, split in two
 
 
 @pytest.mark.slow

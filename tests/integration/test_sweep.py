@@ -37,5 +37,5 @@ def test_a_sweep_ends_with_the_curve_in_the_terminal_json_and_html(tmp_path: Pat
     assert f"{points[2]['speedup']:.2f}x" in proc.stdout
     assert [f["workers"] for f in doc["forecast"]] == [1, 2, 4, 8] and doc["model"]
     page = (sweep_dir / "report.html").read_text()
-    assert page.count('class="plotly-graph-div"') == 4 and "ideal (speedup = N)" in page
+    assert page.count('class="plotly-graph-div"') == 5 and "ideal (speedup = N)" in page
     assert f"{points[2]['speedup']:.4g}" in page

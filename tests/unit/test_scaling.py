@@ -88,7 +88,7 @@ class _FakeTrain:
         return self.root / run_id
 
 
-def _options(n: int) -> object:
+def _options(n: int, way: str = "workers") -> object:
     from types import SimpleNamespace
 
     return SimpleNamespace(cluster=SimpleNamespace(num_workers=n))

@@ -118,4 +118,4 @@ def test_the_renderers_show_the_curve_and_forecast() -> None:
     assert set(doc) == set(scaling_json.KEYS)
     assert [p["workers"] for p in doc["points"]] == [1, 2, 4] and doc["forecast"][-1]["workers"] == 8
     page = scaling_html.page(s)
-    assert page.count("class=\"plotly-graph-div\"") == 4 and "ideal (speedup = N)" in page
+    assert page.count("class=\"plotly-graph-div\"") == 5 and "ideal (speedup = N)" in page

@@ -1,5 +1,6 @@
 """The terminal view of a scaling study: the curve (speedup, efficiency, ideal, split, CPU cost per point),
-the forecast with its interval, and the model's terms. It formats what ``analysis/scaling.py`` computed."""
+memory per replica and sync cost per point, the forecast with its interval, and the model's terms. It
+formats what ``analysis/scaling.py`` computed."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def curve_table(s: ScalingStudy) -> Table:
     t = Table(title=f"Scaling curve: {s.record.sweep_id} ({s.record.scaling} scaling, {_reference(s)})")
     for col in ("point", "runs", "speedup (range)", "ideal", "efficiency", "epoch s", "step ms", "compute ms",
                 "transfer ms", "wait ms", "CPU s / 1k samples"):
-        t.add_column(col, justify="left" if col == "point" else "right")
+        t.add_column(col, justify="left" if col == "point" else "right", no_wrap=col == "point")
     for r in s.points.itertuples():
         t.add_row(str(r.point), str(r.runs), fmt(r.speedup) + "x" + _span(r.speedup_lo, r.speedup_hi),
                   fmt(r.ideal_speedup, ".0f") + "x", fmt(r.efficiency, ".0%"), fmt(r.steady_epoch_s),
@@ -38,15 +39,30 @@ def curve_table(s: ScalingStudy) -> Table:
     return t
 
 
+def ways_table(s: ScalingStudy) -> Table:
+    """Memory per replica and the sync cost per step of each point (analysis/scaling_ways.py)."""
+    t = Table(title="Memory and synchronisation per point (sync: the all-reduce of the gradients among the "
+              "replicas, timed after training; transfer: its exposed part of a traced step)")
+    for col in ("point", "way", "processes", "replicas / process", "peak RSS / replica MiB", "sync ms / step",
+                "transfer ms / step"):
+        t.add_column(col, justify="left" if col in ("point", "way") else "right", no_wrap=col == "point")
+    for r in s.points.itertuples():
+        t.add_row(str(r.point), str(r.way) if isinstance(r.way, str) else "baseline", fmt(r.processes, ".0f"),
+                  fmt(r.replicas_per_process, ".0f"), fmt(float(r.memory_per_replica_bytes) / 2**20, ".0f"),
+                  fmt(1000 * float(r.sync_s), ".1f"), fmt(1000 * float(r.transfer_s), ".1f"))
+    return t
+
+
 def _reference(s: ScalingStudy) -> str:
     c = s.record.cores_per_worker
+    where = "local workers" if s.record.ways == ("workers",) else f"{', '.join(s.record.ways)} on this machine"
     return (f"scale model: hosts of {c:g} cores, speedup against one such host" if c is not None
-            else "local workers, speedup against the single-process baseline")
+            else f"{where}, speedup against the single-process baseline")
 
 
 def forecast_table(s: ScalingStudy) -> Table:
-    t = Table(title="Forecast: the step-time model fitted to the measured points (interval: per-round fits and "
-              "2x the fit's RMS error)")
+    t = Table(title="Forecast of the workers way: the step-time model fitted to its measured points (interval: "
+              "per-round fits and 2x the fit's RMS error)")
     for col in ("workers", "", "epoch s (interval)", "measured s", "error", "speedup (interval)", "efficiency",
                 "compute ms", "transfer ms", "wait ms"):
         t.add_column(col, justify="right")
@@ -71,6 +87,7 @@ def terms_table(s: ScalingStudy) -> Table:
 def render(s: ScalingStudy, out: TextIO, width: int | None = None) -> None:
     console = Console(file=out, width=width or 140, highlight=False)
     console.print(curve_table(s))
+    console.print(ways_table(s))
     if not s.forecast.empty:
         console.print(forecast_table(s))
         console.print(terms_table(s))

@@ -1,7 +1,7 @@
 """The HTML report of a scaling study (plotly.js inlined: it opens without a network): speedup and
-efficiency against workers with the ideal line and each point's spread over repeats, the forecast with its
-interval, the per-step split against workers, CPU cost per 1,000 samples; then the tables. Plotly is
-imported here only."""
+efficiency against N, one line per way, with the ideal line and each point's spread over repeats, the
+forecast (workers way) with its interval, the per-step split per point, memory per replica and the sync
+cost per step, CPU cost per 1,000 samples; then the tables. Plotly is imported here only."""
 
 from __future__ import annotations
 
@@ -30,57 +30,87 @@ def _div(fig: dict[str, Any]) -> str:
                            config={"displaylogo": False, "responsive": True}))
 
 
-def _workers(s: ScalingStudy) -> pd.DataFrame:
-    return s.points[s.points["point"] != s.points["point"].iloc[0]] if s.record.reference == "baseline" \
-        and not s.points.empty else s.points
+_WAY_NAMES = {"replicas": "replicas in one process", "workers": "worker processes", "ps": "ps workers (+1 ps)"}
+
+
+def _ways(s: ScalingStudy) -> list[tuple[str, pd.DataFrame]]:
+    """Each way's points, one line each; the replicas line starts at the baseline (1 replica is the baseline
+    itself, not run twice)."""
+    p = s.points
+    base = p[p["way"].isna()] if not p.empty else p
+    out = []
+    for way, label in _WAY_NAMES.items():
+        rows = p[p["way"] == way] if not p.empty else p
+        if way == "replicas" and not rows.empty:
+            rows = pd.concat([base, rows])
+        if not rows.empty:
+            out.append((label, rows))
+    return out
+
+
+def _line(label: str, p: pd.DataFrame, col: str, **extra: Any) -> dict[str, Any]:
+    err = {"type": "data", "symmetric": False, "array": (p[f"{col}_hi"] - p[col]).tolist(),
+           "arrayminus": (p[col] - p[f"{col}_lo"]).tolist()}
+    return {"type": "scatter", "mode": "lines+markers", "name": label, "x": [int(v) for v in p["workers"]],
+            "y": p[col].tolist(), "error_y": err, **extra}
 
 
 def speedup_figure(s: ScalingStudy) -> dict[str, Any]:
-    p = _workers(s)
-    n = [int(v) for v in p["workers"]]
-    err = {"type": "data", "symmetric": False, "array": (p["speedup_hi"] - p["speedup"]).tolist(),
-           "arrayminus": (p["speedup"] - p["speedup_lo"]).tolist()}
-    data = [{"type": "scatter", "mode": "lines+markers", "name": "measured (mean, min–max over repeats)", "x": n,
-             "y": p["speedup"].tolist(), "error_y": err}]
+    ways = _ways(s)
+    data = [_line(f"{label} (mean, min–max over repeats)", p, "speedup") for label, p in ways]
     f = s.forecast
     if not f.empty:
         xs = [int(v) for v in f["workers"]]
-        data += [{"type": "scatter", "mode": "lines", "name": "forecast", "x": xs, "y": f["speedup"].tolist(),
-                  "line": {"dash": "dot"}},
+        data += [{"type": "scatter", "mode": "lines", "name": "forecast (worker processes)", "x": xs,
+                  "y": f["speedup"].tolist(), "line": {"dash": "dot"}},
                  {"type": "scatter", "mode": "lines", "name": "forecast interval", "x": xs + xs[::-1],
                   "y": f["speedup_hi"].tolist() + f["speedup_lo"].tolist()[::-1], "fill": "toself",
                   "line": {"width": 0}, "opacity": 0.2}]
-    top = max(n + [int(v) for v in f["workers"]] if not f.empty else n or [1])
+    n = [int(v) for _, p in ways for v in p["workers"]]
+    top = max(n + ([int(v) for v in f["workers"]] if not f.empty else []) or [1])
     data.append({"type": "scatter", "mode": "lines", "name": "ideal (speedup = N)", "x": [1, top], "y": [1, top],
                  "line": {"dash": "dash", "color": "#888"}})
-    return {"data": data, "layout": {**_LAYOUT, "xaxis": {"title": "workers"}, "yaxis": {"title": "speedup"}}}
+    return {"data": data, "layout": {**_LAYOUT, "xaxis": {"title": "N (replicas or workers)"},
+                                     "yaxis": {"title": "speedup"}}}
 
 
 def efficiency_figure(s: ScalingStudy) -> dict[str, Any]:
-    p = _workers(s)
-    n = [int(v) for v in p["workers"]]
-    err = {"type": "data", "symmetric": False, "array": (p["efficiency_hi"] - p["efficiency"]).tolist(),
-           "arrayminus": (p["efficiency"] - p["efficiency_lo"]).tolist()}
-    data = [{"type": "scatter", "mode": "lines+markers", "name": "measured", "x": n, "y": p["efficiency"].tolist(),
-             "error_y": err}]
+    ways = _ways(s)
+    data = [_line(label, p, "efficiency") for label, p in ways]
     if not s.forecast.empty:
-        data.append({"type": "scatter", "mode": "lines", "name": "forecast",
+        data.append({"type": "scatter", "mode": "lines", "name": "forecast (worker processes)",
                      "x": [int(v) for v in s.forecast["workers"]],
                      "y": s.forecast["efficiency"].tolist(), "line": {"dash": "dot"}})
-    data.append({"type": "scatter", "mode": "lines", "name": "ideal (100%)", "x": [1, max(n or [1])], "y": [1, 1],
+    top = max([int(v) for _, p in ways for v in p["workers"]] or [1])
+    data.append({"type": "scatter", "mode": "lines", "name": "ideal (100%)", "x": [1, top], "y": [1, 1],
                  "line": {"dash": "dash", "color": "#888"}})
-    return {"data": data, "layout": {**_LAYOUT, "xaxis": {"title": "workers"},
+    return {"data": data, "layout": {**_LAYOUT, "xaxis": {"title": "N (replicas or workers)"},
                                      "yaxis": {"title": "efficiency (speedup / N)", "tickformat": ".0%"}}}
 
 
 def split_figure(s: ScalingStudy) -> dict[str, Any]:
-    p = _workers(s)
+    p = s.points
     names = {"compute_s": "compute", "transfer_s": "all-reduce transfer", "wait_s": "wait for the slowest",
              "input_s": "input"}
-    data = [{"type": "bar", "name": label, "x": [str(int(v)) for v in p["workers"]],
+    data = [{"type": "bar", "name": label, "x": p["point"].tolist(),
              "y": (p[col].astype(float) * 1000).tolist()} for col, label in names.items()]
-    return {"data": data, "layout": {**_LAYOUT, "barmode": "stack", "xaxis": {"title": "workers", "type": "category"},
+    return {"data": data, "layout": {**_LAYOUT, "barmode": "stack", "xaxis": {"type": "category"},
                                      "yaxis": {"title": "ms per steady step"}}}
+
+
+def memory_sync_figure(s: ScalingStudy) -> dict[str, Any]:
+    """Peak RSS per replica and the sync cost per step, per point, one line per way."""
+    data = []
+    for label, p in _ways(s):
+        x = [int(v) for v in p["workers"]]
+        data += [{"type": "scatter", "mode": "lines+markers", "name": f"{label}: MiB per replica", "x": x,
+                  "y": (p["memory_per_replica_bytes"].astype(float) / 2**20).tolist()},
+                 {"type": "scatter", "mode": "lines+markers", "name": f"{label}: sync ms per step", "x": x,
+                  "y": (p["sync_s"].astype(float) * 1000).tolist(), "yaxis": "y2", "line": {"dash": "dot"}}]
+    return {"data": data, "layout": {**_LAYOUT, "xaxis": {"title": "N (replicas or workers)"},
+                                     "yaxis": {"title": "peak RSS per replica (MiB)"},
+                                     "yaxis2": {"title": "sync ms per step (dotted)", "overlaying": "y",
+                                                "side": "right"}}}
 
 
 def cpu_figure(s: ScalingStudy) -> dict[str, Any]:
@@ -104,9 +134,10 @@ def _cell(v: Any) -> str:
 def page(s: ScalingStudy) -> str:
     from plotly.offline import get_plotlyjs
 
-    charts = [("Speedup against workers (ideal line dashed)", speedup_figure(s)),
-              ("Scaling efficiency against workers", efficiency_figure(s)),
-              ("Per-step split against workers", split_figure(s)),
+    charts = [("Speedup against N, one line per way (ideal line dashed)", speedup_figure(s)),
+              ("Scaling efficiency against N, one line per way", efficiency_figure(s)),
+              ("Per-step split per point", split_figure(s)),
+              ("Memory per replica and synchronisation cost per step", memory_sync_figure(s)),
               ("CPU cost per 1,000 samples", cpu_figure(s))]
     parts = [f"<h2>{html.escape(t)}</h2>{_div(f)}" for t, f in charts]
     parts += [f"<h2>Points</h2>{_table(_rows(s.points))}", f"<h2>Forecast</h2>{_table(_rows(s.forecast))}",
@@ -114,7 +145,8 @@ def page(s: ScalingStudy) -> str:
     if s.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in s.notes) + "</ul>")
     r = s.record
-    head = (f"{r.scaling} scaling, counts {', '.join(map(str, r.counts))}, {r.repeats} repeat(s), preset {r.preset}"
+    head = (f"{r.scaling} scaling, counts {', '.join(map(str, r.counts))}, ways {', '.join(r.ways)}, "
+            f"{r.repeats} repeat(s), preset {r.preset}"
             + (f", hosts of {r.cores_per_worker:g} cores" if r.cores_per_worker is not None else ", local workers")
             + f"; sweep {r.status}")
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>perfkit scaling study</title>"

@@ -1,4 +1,4 @@
-"""The JSON of a scaling study (``perfkit sweep``): the sweep, its points, its runs and its forecast.
+"""The JSON of a scaling study (``perfkit sweep``): the sweep, its points (per way), its runs and its forecast.
 
 ``KEYS`` documents every top-level key (docs/scaling.md); a figure that was not measured is ``null``.
 Tables are lists of row objects whose keys are the columns of ``analysis/scaling.py`` (POINT_COLUMNS,
@@ -20,13 +20,17 @@ FORMAT = "perfkit-scaling"
 VERSION = 1
 KEYS: dict[str, str] = {
     "format": f'"{FORMAT}"', "version": f"format version ({VERSION})",
-    "sweep": "sweep.json as recorded: what was asked (counts, repeats, scaling, cores_per_worker), the reference, "
-    "every run started and how it ended",
-    "points": "per point (the baseline, then each worker count): speedup mean/lo/hi/sd over repeats, efficiency, "
-    "the ideal speedup, the per-step split (compute_s, transfer_s, wait_s, input_s), CPU-seconds per 1,000 samples",
-    "runs": "per complete run: its round, count, steady epoch, split and speedup against the reference",
-    "forecast": "per worker count (measured and beyond): the model's step terms, predicted steady epoch with its "
-    "interval (epoch_lo_s, epoch_hi_s), speedup with its interval, the measured epoch and error where run",
+    "sweep": "sweep.json as recorded: what was asked (counts, ways, repeats, scaling, cores_per_worker), the "
+    "reference, every run started (with its way) and how it ended",
+    "points": "per point (the baseline, then each way's counts: way replicas, workers or ps): speedup mean/lo/hi/sd "
+    "over repeats, efficiency, the ideal speedup, the per-step split (compute_s, transfer_s, wait_s, input_s), "
+    "CPU-seconds per 1,000 samples, processes, replicas_per_process, memory_per_replica_bytes (peak RSS per "
+    "replica) and sync_s (the gradients' all-reduce among the replicas, timed after training; null for ps)",
+    "runs": "per complete run: its round, way, count, steady epoch, split, memory per replica, sync cost and "
+    "speedup against the reference",
+    "forecast": "the workers way only, per worker count (measured and beyond): the model's step terms, predicted "
+    "steady epoch with its interval (epoch_lo_s, epoch_hi_s), speedup with its interval, the measured epoch and "
+    "error where run",
     "model": "the fitted step-time model: one row per term (term, formula, value, unit)",
     "notes": "list of sentences: failed or missing runs, a partial curve, what the forecast could not do",
 }

@@ -8,6 +8,10 @@ all-reduces, with the model's gradient shapes and with one float (tf-keras reduc
 state as scalars after the gradients), and records the median time of each. The analysis combines them
 with the traced number of collectives per step (docs/figures.md, "what-if").
 
+The same calls time the replicas of one process (``--mode single --replicas N``: MirroredStrategy over N
+logical CPU devices, whose ``all_reduce`` is its CollectiveAllReduce): single mode records the result where
+a cluster's workers do (``workers[0].calibration``), so a sweep compares the ways' sync cost alike.
+
 Never breaks a run: each collective has a timeout, and a failure is recorded, not raised.
 """
 
