@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -15,6 +16,20 @@ PERFKIT = [sys.executable, "-m", "perfkit"]
 # The tiny preset on a local cluster: CPU samples often enough for a few seconds of training, and a connect
 # timeout that a loaded 2-core machine meets.
 TINY_MULTI = ("--preset", "tiny", "--sample-interval", "0.25", "--connect-timeout", "90")
+
+
+BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+
+
+def dump_dom(page: Path, profile: Path) -> str:
+    """``page`` loaded from disk by headless Chromium (no network), plotly.js run: the DOM it drew."""
+    # Missing, it fails (as a missing Slurm does): a skip would pass a report no browser ever drew.
+    assert BROWSER is not None, "no Chromium: apt-get install chromium (.ci/run installs it)"
+    proc = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+                           "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
 
 
 def perfkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

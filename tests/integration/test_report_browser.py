@@ -5,29 +5,17 @@ equal-workers row. .ci/run installs Debian's chromium."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from perfkit.analysis import renderers
 from perfkit.analysis.analyze import analyze
+from tests.integration._util import dump_dom
 from tests.unit._analysis_runs import single_run, write_run
 
 pytestmark = pytest.mark.integration
 
-BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
-
-
-def dump_dom(page: Path, profile: Path) -> str:
-    # Missing, it fails (as a missing Slurm does): a skip would pass a report no browser ever drew.
-    assert BROWSER is not None, "no Chromium: apt-get install chromium (.ci/run installs it)"
-    proc = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
-                           "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
 
 
 def test_every_chart_draws_and_the_timeline_shows_the_straggler(tmp_path: Path) -> None:

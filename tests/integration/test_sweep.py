@@ -5,12 +5,13 @@ each point an ordinary run directory."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from perfkit.bench._common import SMOKE_PLAYERS
-from tests.integration._util import meta, perfkit
+from tests.integration._util import dump_dom, meta, perfkit
 
 pytestmark = pytest.mark.integration
 
@@ -39,3 +40,8 @@ def test_a_sweep_ends_with_the_curve_in_the_terminal_json_and_html(tmp_path: Pat
     page = (sweep_dir / "report.html").read_text()
     assert page.count('class="plotly-graph-div"') == 5 and "ideal (speedup = N)" in page
     assert f"{points[2]['speedup']:.4g}" in page
+    # ... and drawn by a real browser: every chart, with its ideal line and the forecast's points as SVG
+    dom = dump_dom(sweep_dir / "report.html", tmp_path / "chromium-profile")
+    drawn = re.findall(r'<div[^>]*class="[^"]*js-plotly-plot', dom)
+    assert len(drawn) == page.count('class="plotly-graph-div"') == 5, len(drawn)
+    assert "ideal (speedup = N)" in dom and re.search(r'class="legendtext"[^>]*>ideal', dom), "a legend drawn"
