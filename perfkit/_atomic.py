@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,10 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     umask's usual mode, not mkstemp's 0600; a failed or interrupted write removes it. An ``OSError`` (a
     full or read-only disk) is raised again naming ``path``, not the temp file nobody will see.
     """
+    if _special(path):  # /dev/null, /dev/stdout, a FIFO: renaming onto it would replace the device itself
+        with open(path, "wb") as fh:
+            write(fh)
+        return
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -36,6 +41,14 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
         if isinstance(exc, OSError) and exc.errno is not None and exc.filename != str(path):
             raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
         raise
+
+
+def _special(path: Path) -> bool:
+    """An existing path that is not a regular file or a link to one (a device, a FIFO, a socket)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:  # absent (the usual case) or unreadable: a new regular file is what is asked for
+        return False
 
 
 def write_error(exc: OSError, path: Path | str | None = None) -> str:

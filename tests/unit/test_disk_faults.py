@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
+import threading
 from pathlib import Path
 from typing import BinaryIO
 
@@ -100,3 +102,16 @@ def test_a_capture_written_as_the_disk_filled_is_not_kept(tmp_path: Path, monkey
     capture.finish()
     assert capture.result["status"] == "failed" and "no space left on device" in capture.result["error"]
     assert not target.final_path.exists() and not target.private_dir.exists()
+
+
+def test_an_atomic_write_onto_a_device_or_fifo_writes_through_it_and_leaves_it_in_place(tmp_path: Path) -> None:
+    # `perfkit analyze --output /dev/null` once renamed its temp file over the machine's /dev/null
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    atomic_write(fifo, lambda fh: fh.write(b"through"))
+    reader.join(timeout=10)
+    assert got == [b"through"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"], "no temp file left beside it"
