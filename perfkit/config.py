@@ -226,7 +226,7 @@ class RunConfig:
                 raise UsageError(f"--batch-size: {self.batch_size} is larger than the {n} {what} sequences")
         # A window past the end; with several batches per execution the window counts executions.
         steps = tracewindow.executions_per_epoch(n_train // self.batch_size, self.knobs.steps_per_execution)
-        tracewindow.resolve(self.profile_steps, steps, self.epochs)
+        tracewindow.resolve(self.profile_steps, steps, self.epochs, self.knobs.steps_per_execution)
 
     @classmethod
     def from_preset(cls, mode: Mode, preset: str, **overrides: Any) -> RunConfig:

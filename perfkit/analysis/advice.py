@@ -10,8 +10,19 @@ Per compared step (the trace's, or the CPU-seconds estimate's), means over worke
   ends), when a step holds more than one collective. tf-keras reduces every metric's state across the
   workers on every batch (steps_per_execution does not change that: measured), so ``--metrics minimal``
   saves from half to all of it;
-- per-step framework time: the trace's other_s (Python, dispatch, callbacks) less those gaps;
-  ``steps_per_execution`` K pays it once per call of K batches: saved from 0 to that x (1 - K0/K);
+- per-step framework time: the trace's other_s (Python, dispatch, callbacks) less those gaps.
+  ``steps_per_execution`` K pays it once per call of K batches, and inside the call's ``tf.range`` loop the
+  next batch's forward pass, which does not wait for the previous batch's metric reductions, runs in the
+  gaps between them: saved from the framework time x (1 - K0/K) (the gaps stay) through all of other_s x
+  (1 - K0/K) (the prediction) to all of other_s. Measured, untraced batches at K = 8 against K = 1: 11, 10,
+  41 and 38 ms saved a batch where the default's traced other_s was 10, 13, 35 and 48 ms and its framework
+  part 4, 8, 22 and 31 ms (2 local workers twice, 4 local workers, the README's cluster). The trace window
+  counts executions (profiler/tracewindow.py), so at K it traces up to K times the batches (``auto`` at
+  K = 8: 42 of 58 instead of 10) and its capture is that much larger: the prediction adds that growth of
+  the window (overheads.py: ``traced_batches``, this
+  run's own window cost per traced batch; measured, 2 local workers: 1.2 s for 10 batches, 4.1-4.6 s for
+  42), for ``perfkit tune`` measures traced runs. Without it, 2 local workers measured 0.89x at K = 8,
+  1.12x in their untraced epoch;
 - the gradient all-reduce not hidden under compute: ``max(0, transfer_s - small)``. ``bytes_per_pack``
   splits it so that early packs reduce during the backward pass: saved from 0 (on shared cores the
   exchange competes with compute) up to min(that, 2/3 of busy, the backward pass's usual share);
@@ -20,7 +31,8 @@ Per compared step (the trace's, or the CPU-seconds estimate's), means over worke
 - oversubscribed threads (overheads.py): a worker's busy time beyond the CPU it got, where a host runs more
   workers' threads than it has cores;
 - validation: the steady epochs' validation time; validating every other epoch saves half of it;
-- the trace window (overheads.py): its steps' extra time over the untraced steps of their epoch.
+- the trace window (overheads.py): its steps' extra time over the untraced steps of their epoch, and the
+  capture's stop (the step after it, or the epoch's validation).
 
 A step's saving s becomes the steady epoch's as ``E' = E - steps_per_epoch x s x r`` (r: the trace's own
 cost taken out, as in the what-if); for the metrics and the steps per execution also ``- min(validation,
@@ -34,12 +46,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from perfkit.analysis.overheads import oversubscription, window_cost
+from perfkit.analysis.cpu import CpuSamples
+from perfkit.analysis.overheads import WindowCost, oversubscription, traced_batches, window_cost
 from perfkit.analysis.stragglers import StepSplit
 from perfkit.analysis.whatif import StepModel
 from perfkit.results import RunMeta, RunRecord
@@ -82,25 +96,29 @@ class _Terms:
         val = min(self.val, self.val_steps * per_step) if in_validation and self.val > 0 else 0.0
         return self.spe * per_step * self.r + val
 
-    def speedup(self, per_step: float, in_validation: bool = False) -> float:
-        left = self.epoch - self.epoch_saving(per_step, in_validation)
+    def speedup(self, per_step: float, in_validation: bool = False, added: float = 0.0) -> float:
+        """``added``: seconds the change adds to the steady epoch besides (a larger trace window)."""
+        left = self.epoch - self.epoch_saving(per_step, in_validation) + added
         return self.epoch / left if left > 0 else math.nan
 
 
 def advice_table(split: StepSplit, trace: pd.DataFrame | None, model: StepModel, row: dict[str, Any],
-                 meta: RunMeta, record: RunRecord | None = None) -> pd.DataFrame:
+                 meta: RunMeta, record: RunRecord | None = None, cpu: CpuSamples | None = None) -> pd.DataFrame:
     """ADVICE_COLUMNS, ranked by cost share of the steady epoch; empty for one worker or no steady epoch.
-    ``record`` (the run's step records and CPU samples) adds the oversubscribed threads and the trace window."""
+    ``record`` (the run's step records and CPU samples) adds the oversubscribed threads and the trace window;
+    ``cpu``: its ``CpuSamples`` when the caller has them (else taken from ``record`` again)."""
     epoch = float(row.get("steady_epoch_s", math.nan))
     if split.workers < 2 or not math.isfinite(epoch) or epoch <= 0:
         return pd.DataFrame(columns=ADVICE_COLUMNS)
     t = _terms(split, trace, model, epoch, meta)
     knobs = (meta.config or {}).get("knobs") or {}
     launched = bool(meta.launch)
-    rows = [_reductions(t, knobs), _framework(t, knobs), _gradients(t, knobs), _straggler(t, row, split),
+    window = window_cost(split, record) if record is not None else None
+    growth = _window_growth(window, meta, _steady_epochs(row), TRY_K)
+    rows = [_reductions(t, knobs), _framework(t, knobs, growth), _gradients(t, knobs), _straggler(t, row, split),
             _input(t, knobs), _validation(model, epoch)]
     if record is not None:
-        rows += [_oversubscribed(t, split, record), _trace_window(split, record, epoch, _steady_epochs(row))]
+        rows += [_oversubscribed(t, split, record, cpu), _trace_window(window, epoch, _steady_epochs(row))]
     out = pd.DataFrame([r for r in rows if r is not None], columns=ADVICE_COLUMNS[1:])
     out = out[out["cost_share"] >= MIN_SHARE].sort_values("cost_share", ascending=False, ignore_index=True)
     if launched:  # a launched script's code is its own: the API line is the advice, nothing was tried
@@ -171,17 +189,76 @@ def _reductions(t: _Terms, knobs: dict[str, Any]) -> dict[str, Any] | None:
                    "preset: the metric reductions 16 -> 4 a step)", in_validation=True)
 
 
-def _framework(t: _Terms, knobs: dict[str, Any]) -> dict[str, Any] | None:
-    """One tf.function call per K batches: its Python, dispatch and callback cost once per call."""
+def _framework(t: _Terms, knobs: dict[str, Any], growth: _Growth | None = None) -> dict[str, Any] | None:
+    """One tf.function call per K batches: its Python, dispatch and callback cost once per call, and the next
+    batch's work in the gaps between the reductions; ``growth``: what the larger trace window adds to the
+    steady epoch, None when unknown."""
     k0 = int(knobs.get("steps_per_execution", 1) or 1)
-    if t.other <= 0 or k0 >= TRY_K:
+    idle = t.other + t.gaps  # the step's time with no op running
+    if idle <= 0 or k0 >= TRY_K:
         return None
     gone = 1 - k0 / TRY_K
-    return _ranged(t, "per-step framework time (Python, function dispatch, callbacks)", t.other,
-                   f"--steps-per-execution {TRY_K}", f"model.compile(..., steps_per_execution={TRY_K})", 0.0,
-                   t.other * gone, f"one call per {TRY_K} batches instead of every {k0}: from none (time spent "
-                   "inside the graph) to all of it once per call, in training and validation batches alike (the "
-                   "gaps between collectives left out: they go with the reductions)", in_validation=True)
+    lo_s, mid_s, hi_s = t.other * gone, idle * gone, idle
+    add = growth.seconds if growth else 0.0
+    window = (f"; in a traced run the trace window, which counts executions of {TRY_K} batches, traces "
+              f"{growth.then} batches "
+              f"instead of {growth.now}: +{add:.2f} s a steady epoch at this run's window cost per traced batch "
+              f"(+{growth.least:.2f} to +{growth.most:.2f} over the workers), counted in the prediction and its "
+              "range; without the trace "
+              f"{t.speedup(mid_s, True):.2f}x ({t.speedup(lo_s, True):.2f}-{t.speedup(hi_s, True):.2f}x)"
+              if growth else "")
+    return {"cause": "per-step framework time (Python, function dispatch, callbacks)", "cost_s": t.other,
+            "cost_share": t.epoch_saving(t.other, True) / t.epoch, "knob": f"--steps-per-execution {TRY_K}",
+            "api": f"model.compile(..., steps_per_execution={TRY_K})",
+            "predicted_speedup": t.speedup(mid_s, True, add), "predicted_lo": t.speedup(lo_s, True, add),
+            "predicted_hi": t.speedup(hi_s, True, add),
+            "basis": f"one call per {TRY_K} batches instead of every {k0}, in training and validation batches "
+                     f"alike: the step's idle time (framework {t.other * 1e3:.1f} ms and the gaps between the "
+                     f"reductions {t.gaps * 1e3:.1f} ms) once per call, since the next batch runs in those gaps "
+                     "(measured: untraced batches saved about all of it); from the framework time once per call "
+                     f"(the gaps stay) to all of the idle time{window}", "tried": "not yet"}
+
+
+def in_combination(knob: str, parts: Sequence[str], predicted: tuple[float, float, float]
+                   ) -> tuple[float, float, float]:
+    """A knob's (speedup, low, high) as a part of the combination ``parts``: with ``--metrics minimal``,
+    steps per execution counts its low end throughout (the framework time once per call): the rest of its
+    prediction is the gaps between the metric reductions, which that change takes away with them."""
+    if knob.startswith("--steps-per-execution") and any(p.startswith("--metrics minimal") for p in parts):
+        return predicted[1], predicted[1], predicted[1]
+    return predicted
+
+
+@dataclass(frozen=True)
+class _Growth:
+    """What a larger trace window adds to the steady epoch: central, at most and at least (seconds), and the
+    batches traced now and then."""
+
+    seconds: float
+    most: float
+    least: float
+    now: int
+    then: int
+
+
+def _window_growth(window: WindowCost | None, meta: RunMeta, steady: int, k: int) -> _Growth | None:
+    """Seconds a steady epoch gains when the run is traced at ``k`` batches per execution instead of its own:
+    its window's cost per traced batch (the traced steps' extra and the capture's stop, both in proportion
+    to the batches traced: 0.29 MB of capture a batch at K = 1 and at K = 8) x the batches added, spread over
+    the steady epochs; None where unknown."""
+    cfg = meta.config or {}
+    batches = max((int(w.plan["steps_per_epoch"]) for w in meta.workers
+                   if isinstance(w.plan, dict) and isinstance(w.plan.get("steps_per_epoch"), int)), default=0)
+    epochs = cfg.get("epochs")
+    if window is None or batches <= 0 or not isinstance(epochs, int):
+        return None
+    spec = str(cfg.get("profile_steps") or "auto")
+    k0 = int(((cfg.get("knobs") or {}).get("steps_per_execution", 1)) or 1)
+    now, then = traced_batches(spec, batches, epochs, k0), traced_batches(spec, batches, epochs, k)
+    if not now or then is None:
+        return None
+    grow = (then - now) / now / steady
+    return _Growth(*(max(0.0, x) * grow for x in (window.extra_s, window.hi_s, window.lo_s)), now, then)
 
 
 def _gradients(t: _Terms, knobs: dict[str, Any]) -> dict[str, Any] | None:
@@ -231,8 +308,9 @@ def _validation(model: StepModel, epoch: float) -> dict[str, Any] | None:
             "tried": "not a perfkit option"}
 
 
-def _oversubscribed(t: _Terms, split: StepSplit, record: RunRecord) -> dict[str, Any] | None:
-    o = oversubscription(split, record)
+def _oversubscribed(t: _Terms, split: StepSplit, record: RunRecord,
+                    cpu: CpuSamples | None = None) -> dict[str, Any] | None:
+    o = oversubscription(split, record, cpu)
     if o is None or o.waited_s <= 0:
         return None
     row = _ranged(t, f"oversubscribed threads ({o.hosts})", o.waited_s, None,
@@ -245,8 +323,7 @@ def _oversubscribed(t: _Terms, split: StepSplit, record: RunRecord) -> dict[str,
     return {**row, "tried": "not a perfkit option (a different placement)"}
 
 
-def _trace_window(split: StepSplit, record: RunRecord, epoch: float, steady: int) -> dict[str, Any] | None:
-    w = window_cost(split, record)
+def _trace_window(w: WindowCost | None, epoch: float, steady: int) -> dict[str, Any] | None:
     if w is None or w.extra_s <= 0 or w.epoch < 1:
         return None
     per_epoch = [max(0.0, x) / steady for x in (w.extra_s, w.lo_s, w.hi_s)]
@@ -255,7 +332,8 @@ def _trace_window(split: StepSplit, record: RunRecord, epoch: float, steady: int
             "cost_share": per_epoch[0] / epoch, "knob": "--profile-steps off",
             "api": "tf.keras.callbacks.TensorBoard(profile_batch=0), or profile fewer batches",
             "predicted_speedup": speed[0], "predicted_lo": speed[1], "predicted_hi": speed[2],
-            "basis": f"the traced steps and the one after them (the capture stopped and written) over the median "
+            "basis": f"the traced steps and the one after them (the capture stopped and written; at the "
+                     "epoch's end: its validation over the other epochs') over the median "
                      f"untraced step of epoch {w.epoch}, median (range) over the workers, spread over the "
                      f"{steady} steady epoch{'s' if steady > 1 else ''}",
             "tried": "not tried: perfkit's split needs the trace"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis import cpu as cpu_fig
+from perfkit.analysis import runcache
 from perfkit.analysis.advice import advice_table
 from perfkit.analysis.answer import assumption_lines
 from perfkit.analysis.command import NO_STEPS, command_row, exit_codes, stepless, stepless_worker_rows, worker_indices
@@ -57,7 +58,7 @@ def analyze(paths: Sequence[Path] | None, results_dir: Path, baseline_id: str | 
 def analyze_selection(sel: Selection) -> Analysis:
 
     baseline_id = sel.baseline.run_id if sel.baseline else None
-    figures = [run_figures(run, run.run_id == baseline_id) for run in sel.runs]
+    figures = [_figures(run, run.run_id == baseline_id) for run in sel.runs]
     runs = _relative(pd.DataFrame([f.row for f in figures], columns=RUN_COLUMNS), baseline_id)
     analysis = Analysis(
         baseline_id=baseline_id, baseline_note=sel.baseline_note, runs=runs,
@@ -75,8 +76,26 @@ def analyze_selection(sel: Selection) -> Analysis:
                         "assumptions": tuple(assumption_lines(analysis))})
 
 
+_TABLES = tuple(f.name for f in fields(_RunFigures) if f.name != "row")
+
+
+def _figures(run: LoadedRun, is_baseline: bool) -> _RunFigures:
+    """``run_figures``, or the analysis cache's when the run was loaded from it (``runcache``); figures
+    computed with the cache on are stored for the next analysis."""
+    hit = run.cached
+    if hit is not None and hit.row is not None:
+        return _RunFigures(row={**hit.row, "is_baseline": is_baseline}, **hit.tables)
+    out = run_figures(run, is_baseline)
+    if run.inputs is not None:
+        runcache.write(run.paths, run.inputs, run.status, runcache.Cached(
+            run.problems, run.warnings, run.no_trace, out.row, {t: getattr(out, t) for t in _TABLES}))
+    return out
+
+
 def _cat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     frames = [f for f in frames if not f.empty]
+    if len(frames) == 1:  # the same table without a copy (a step timeline can hold millions of rows)
+        return frames[0].reset_index(drop=True)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -146,7 +165,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         timeline=cpu_fig.cpu_timeline(cpu).assign(**tag), ops=_top_ops(run).assign(**tag),
         steps_timeline=(step_timeline(split, rec, model) if strag is not None and run.num_workers > 1
                         else pd.DataFrame()).assign(**tag),
-        advice=(advice_table(split, run.trace, model, row, rec.run, rec) if model is not None and split is not None
+        advice=(advice_table(split, run.trace, model, row, rec.run, rec, cpu) if model is not None and split is not None
                 else pd.DataFrame()).assign(**tag))
 
 

@@ -52,8 +52,11 @@ def command_wall_seconds(meta: RunMeta) -> float:
 def command_cpu_seconds(samples: CpuSamples) -> float:
     """CPU-seconds of every worker process over every sample of the run (the launcher left out)."""
     rows = samples.rows
-    workers = rows[rows["worker"] >= 0] if not rows.empty else rows
-    return float(workers["cpu_s"].sum()) if not workers.empty else math.nan
+    if rows.empty:
+        return math.nan
+    # The one column, not the whole frame filtered: 10M samples x 11 columns was a 0.4 GB copy
+    mine = rows["cpu_s"].to_numpy()[rows["worker"].to_numpy() >= 0]
+    return float(pd.Series(mine).sum()) if len(mine) else math.nan
 
 
 def command_row(meta: RunMeta, samples: CpuSamples) -> dict[str, object]:

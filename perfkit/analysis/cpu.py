@@ -22,6 +22,7 @@ from perfkit.results import RunMeta, RunRecord
 
 PROCESS_COLUMNS = ["worker", "host", "pid", "role", "samples", "cpu_mean", "cpu_p95", "budget_share_mean", "cpu_s",
                    "rss_peak_bytes", "threads_max"]
+WORKER_SAMPLE_COLUMNS = ["t_ns", "worker", "host", "pid", "cpu_percent", "dt_s", "cpu_s"]
 HOST_COLUMNS = ["host", "workers", "budget_cores", "budget_requested_cores", "budget_enforced", "cpu_mean",
                 "cpu_p95", "budget_share_mean", "budget_share_p95"]
 
@@ -33,7 +34,7 @@ class CpuSamples:
 
     rows: pd.DataFrame  # every sample
     window: pd.DataFrame  # the samples within the training window (a run without steps: every sample)
-    workers: pd.DataFrame  # ... of worker processes (the launcher left out)
+    workers: pd.DataFrame  # ... of worker processes (the launcher left out), WORKER_SAMPLE_COLUMNS only
     start_ns: int | None  # the training window's start (first step; a run without steps: first sample)
 
     @classmethod
@@ -45,9 +46,19 @@ class CpuSamples:
             window = int(rows["t_ns"].min()), int(rows["t_ns"].max())
         if window is None or rows.empty:
             return cls(rows, rows.iloc[0:0], rows.iloc[0:0], None)
-        t = rows["t_ns"]
-        inside = rows[(t >= window[0]) & (t <= window[1])]
-        return cls(rows, inside, inside[inside["worker"] >= 0], window[0])
+        inside = _between(rows, *window)
+        mine = inside[WORKER_SAMPLE_COLUMNS]  # what worker figures read: 10M rows of 7 columns, not 11
+        return cls(rows, inside, mine[mine["worker"] >= 0], window[0])
+
+
+def _between(rows: pd.DataFrame, start: int, end: int) -> pd.DataFrame:
+    """The rows with start <= t_ns <= end. The sampler writes a tick's processes together, tick by tick,
+    so these are one slice (a view, where a mask copies 10M rows); rows of merged parts are masked."""
+    t = rows["t_ns"]
+    if not t.is_monotonic_increasing:
+        return rows[(t >= start) & (t <= end)]
+    values = t.to_numpy()
+    return rows.iloc[int(np.searchsorted(values, start, "left")):int(np.searchsorted(values, end, "right"))]
 
 
 def sample_interval_s(record: RunRecord) -> float:
@@ -127,7 +138,7 @@ def host_table(samples: CpuSamples, meta: RunMeta) -> pd.DataFrame:
     if ticks.empty:
         return pd.DataFrame(columns=HOST_COLUMNS)
     rows = []
-    for host, df in ticks.groupby("host", sort=True):
+    for host, df in ticks[["host", "worker", "t_ns", "cpu_percent"]].groupby("host", sort=True):
         per_tick = _host_sum(df)
         rows.append({"host": host, "workers": int(df["worker"].nunique()), "cpu_mean": float(per_tick.mean()),
                      "cpu_p95": float(per_tick.quantile(0.95))})
@@ -146,8 +157,9 @@ def _host_sum(df: pd.DataFrame) -> pd.Series:
     times, so their series add up element-wise. Workers sampled apart (parts of one run on one node: two
     Slurm tasks, each with its own sampler) are summed per sampling interval, over the intervals in which
     every one of them has a sample."""
-    series = [g["cpu_percent"].to_numpy() for _, g in df.groupby("worker", sort=True)]
-    times = [g["t_ns"].to_numpy() for _, g in df.groupby("worker", sort=True)]
+    rows = df.groupby("worker", sort=True).indices  # positions per worker: no frame per group
+    series = [df["cpu_percent"].to_numpy()[rows[w]] for w in sorted(rows)]
+    times = [df["t_ns"].to_numpy()[rows[w]] for w in sorted(rows)]
     if all(len(t) == len(times[0]) and np.array_equal(t, times[0]) for t in times):
         return pd.Series(np.sum(series, axis=0))
     step = float(np.median(np.concatenate([np.diff(t) for t in times if len(t) > 1]))) if any(

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 from pandas.api.types import is_numeric_dtype
 
-from perfkit.analysis import tracetables
+from perfkit.analysis import runcache, tracetables
 from perfkit.analysis.command import utc_seconds
 from perfkit.analysis.summary import final_attempt
 from perfkit.analysis.tracetables import TraceTables, load_traces, profile_workers
@@ -54,6 +54,8 @@ class LoadedRun:
     no_trace: str = "no trace window"  # why ``trace`` is None, in words for the figures' notes
     problems: tuple[str, ...] = ()  # why the run cannot be analysed; empty = usable
     warnings: tuple[str, ...] = ()
+    cached: runcache.Cached | None = None  # its figures from the analysis cache (then ``record`` has no tables)
+    inputs: dict[str, Any] | None = None  # the cache's key of its files before they were read (cache on)
 
     @property
     def meta(self) -> RunMeta:
@@ -148,8 +150,28 @@ def _named_groups(paths: Sequence[Path]) -> dict[str, list[tuple[Path, RunMeta]]
 
 
 def merge_parts(run_id: str, parts: list[tuple[Path, RunMeta]]) -> LoadedRun:
-    """Load each part of a run and merge them onto the wall clock; problems become ``problems``."""
+    """Load each part of a run and merge them onto the wall clock; problems become ``problems``. With the
+    analysis cache on (``runcache.enabled``), a run whose cached figures are valid is not read at all."""
     parts = sorted(parts, key=lambda p: p[0].name)
+    paths = tuple(p for p, _ in parts)
+    if not runcache.active():
+        return _merge(run_id, parts)
+    before = runcache.key(paths)
+    hit = runcache.read(paths, before)
+    if hit is not None and (hit.row is not None or hit.problems):  # no row and no problem: never analysed
+        meta = _merged_meta([m for _, m in parts], any(_clock_offset(m) is not None for _, m in parts)) \
+            if hit.merged else parts[0][1]
+        empty = RunRecord(paths[0], meta, *(pd.DataFrame() for _ in range(4)))
+        return LoadedRun(run_id, paths, empty, no_trace=hit.no_trace, problems=hit.problems,
+                         warnings=hit.warnings, cached=hit)
+    run = _merge(run_id, parts)
+    if run.problems:  # never analysed: what select needs to leave it out is all there is to keep
+        runcache.write(paths, before, run.status, runcache.Cached(
+            run.problems, run.warnings, run.no_trace, merged=run.meta is not parts[0][1]))
+    return replace(run, inputs=before)
+
+
+def _merge(run_id: str, parts: list[tuple[Path, RunMeta]]) -> LoadedRun:
     paths = tuple(p for p, _ in parts)
     duplicate = _duplicate_problem(parts)
     records = []
@@ -169,8 +191,9 @@ def merge_parts(run_id: str, parts: list[tuple[Path, RunMeta]]) -> LoadedRun:
     trace, ops, warnings = _trace_frames(records, tables)
     problems += completeness_problems(record, records)
     trace, more = _usable_trace(trace, record)
-    return LoadedRun(run_id, paths, record, trace, ops, tracetables.why_no_trace([r.run for r in records], tables, trace, more),
-                     tuple(problems), tuple(warnings + more + _cpu_gaps(record)))
+    why = tracetables.why_no_trace([r.run for r in records], tables, trace, more)
+    return LoadedRun(run_id, paths, record, trace, ops, why, tuple(problems),
+                     tuple(warnings + more + _cpu_gaps(record)))
 
 
 def _cpu_gaps(record: RunRecord) -> list[str]:
@@ -338,8 +361,14 @@ def _trace_frames(records: list[RunRecord],
         warnings += list(t.warnings) + _agreement_warnings(t.checks)
     steps = [t.steps for t in tables if t.steps is not None]
     ops = [t.ops for t in tables if t.ops is not None]
-    trace = pd.concat(steps, ignore_index=True) if steps else None
-    return trace, (pd.concat(ops, ignore_index=True) if ops else None), warnings
+    return _concat(steps), _concat(ops), warnings
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
+    """The parts' tables one after the other; one part's as it is (no copy of a million-row trace)."""
+    if len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def _agreement_warnings(checks: dict[str, dict[str, Any]]) -> list[str]:

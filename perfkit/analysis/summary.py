@@ -122,10 +122,20 @@ def per_worker_tick(cpu: pd.DataFrame, how: dict[str, str]) -> pd.DataFrame:
     When every worker is one process the rows already are that (the common case, and cheap); otherwise
     the rows are grouped by worker and sample time.
     """
-    if cpu.empty or cpu.groupby("worker")["pid"].nunique().max() <= 1:
+    if cpu.empty or _one_process_each(cpu):
         return cpu
     return cpu.groupby(["worker", "t_ns"], as_index=False, sort=False).agg(
         host=("host", "first"), **{col: (col, fn) for col, fn in how.items()})
+
+
+def _one_process_each(cpu: pd.DataFrame) -> bool:
+    """Whether no worker has rows of two pids: distinct (worker, pid) pairs, hashed as one integer each (a
+    per-worker nunique of 10M rows took 0.35 s)."""
+    worker, pid = cpu["worker"].to_numpy(), cpu["pid"].to_numpy()
+    if worker.dtype.kind not in "iu" or pid.dtype.kind not in "iu" or (len(pid) and pid.max() >= 2**32):
+        return bool(cpu.groupby("worker")["pid"].nunique().max() <= 1)
+    pairs = pd.unique((worker.astype("int64") << 32) | pid.astype("int64"))
+    return len(pairs) == len(np.unique(pairs >> 32))
 
 
 def _steady(values: pd.Series) -> tuple[float, bool]:

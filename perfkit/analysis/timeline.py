@@ -51,6 +51,7 @@ def step_timeline(split: StepSplit, record: RunRecord, model: StepModel | None) 
             ("overlap", "overlap_s"))},
         "straggler": placed["busy_s"] >= busiest})
     what_if = _what_if(placed, origin, model)
+    del placed, scale, busiest  # a million rows each: gone before the concat makes the table again
     return pd.concat([run, what_if], ignore_index=True)[TIMELINE_COLUMNS] if not what_if.empty else run
 
 
@@ -63,12 +64,16 @@ def _window(split: StepSplit) -> pd.DataFrame:
     return split.steps[split.steps[STEP_KEY].isin(keys[middle:middle + MAX_STEPS])]
 
 
+_SPLIT_USED = ("worker", "epoch", "step", STEP_KEY, "step_s", "busy_s", "input_s", "wait_s", "transfer_s", "overlap_s")
+
+
 def _placed(split_steps: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
     """The split's steps with their recorded start and duration (steps without a record are left out)."""
     if split_steps.empty or records.empty:
         return pd.DataFrame()
     rec = records[["worker", "epoch", "step", "t_start_ns", "duration_s"]]
-    out = split_steps.merge(rec, on=["worker", "epoch", "step"], how="inner")
+    used = [c for c in split_steps.columns if c in _SPLIT_USED]  # the merge copies every column it is given
+    out = split_steps[used].merge(rec, on=["worker", "epoch", "step"], how="inner")
     return out.sort_values(["t_start_ns", "worker"], ignore_index=True)
 
 

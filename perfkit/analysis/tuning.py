@@ -3,10 +3,11 @@ epoch over the default configuration's (means over the repeats, and their range)
 made and its error, the accuracy against the default's, and each against the single-machine baseline.
 
 A change is a gain when its speedup exceeds 1 by more than the default's own spread over its repeats (its
-slowest steady epoch over its fastest, at least ``MIN_GAIN``). A change whose validation accuracy falls
-below the default's by more than the run-to-run spread (the default's range over its repeats, at least
-``DIVERGED_FLOOR``) is reported as diverged, not as a gain; a change whose runs failed is reported as failed
-with the error.
+slowest steady epoch over its fastest, at least ``MIN_GAIN``), slower when its steady epoch exceeds the
+default's by more than that spread ("slower: 0.89x of the default"), else no gain. A change whose validation
+accuracy falls below the default's by more than the run-to-run spread (the default's range over its repeats,
+at least ``DIVERGED_FLOOR``) is reported as diverged, not as a gain; a change whose runs failed is reported as
+failed with the error.
 
 A run whose cluster was restarted (run.json ``restarts``: a worker crashed, the epoch it was in ran again)
 has a steady epoch that holds the restart and the re-run's warm-up (measured: 16.5 s against 14.6 s for the
@@ -23,13 +24,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from perfkit.analysis.advice import in_combination
 from perfkit.analysis.analyze import analyze
 from perfkit.analysis.result import Analysis
 from perfkit.errors import PerfkitError
 from perfkit.results import load_meta
 
 DIVERGED_FLOOR = 0.02  # validation accuracy: below this, two runs of one configuration differ by noise
-MIN_GAIN = 0.01  # a speedup within this of 1 (or within the default's own spread, if larger) is no gain
+MIN_GAIN = 0.01  # a speedup within this of 1 (or within the default's own spread, if larger) is no gain nor loss
 TRIED_COLUMNS = ["change", "runs", "predicted_speedup", "predicted_lo", "predicted_hi", "measured_speedup",
                  "measured_lo", "measured_hi", "error", "within_range", "vs_baseline", "val_accuracy_gap",
                  "outcome", "run_ids"]
@@ -120,7 +122,7 @@ def _row(t: TriedRuns, runs: pd.DataFrame, default: _Default, base_epoch: float)
     elif t.change == "default":
         outcome = "the configuration as given"
     else:
-        outcome = "gain" if measured > 1 + default.noise else f"no gain (within {default.noise:.0%} of the default)"
+        outcome = _speed_outcome(measured, default.noise)
     if ids and left_out:
         outcome += "; " + "; ".join(left_out)
     return {"change": t.change, "runs": len(ids), "predicted_speedup": pred, "predicted_lo": lo, "predicted_hi": hi,
@@ -132,6 +134,16 @@ def _row(t: TriedRuns, runs: pd.DataFrame, default: _Default, base_epoch: float)
             "val_accuracy_gap": acc_gap, "outcome": outcome, "run_ids": " ".join(ids)}
 
 
+def _speed_outcome(measured: float, noise: float) -> str:
+    """A gain beyond the default's spread, a loss beyond it (its epoch that much longer than the default's),
+    else no gain."""
+    if measured > 1 + noise:
+        return "gain"
+    if measured < 1 / (1 + noise):
+        return f"slower: {measured:.2f}x of the default"
+    return f"no gain (within {noise:.0%} of the default)"
+
+
 def predictions(advice: pd.DataFrame) -> dict[str, tuple[float, float, float]]:
     """Each advised perfkit option ("--metrics minimal") -> its predicted speedup, low and high."""
     return {str(r.knob): (float(r.predicted_speedup), float(r.predicted_lo), float(r.predicted_hi))
@@ -140,8 +152,9 @@ def predictions(advice: pd.DataFrame) -> dict[str, tuple[float, float, float]]:
 
 def combined_prediction(parts: Sequence[str], predicted: dict[str, tuple[float, float, float]]
                         ) -> tuple[float, float, float]:
-    """Changes tried together: their epoch savings added (each 1 - 1/speedup of the epoch)."""
-    rows = [predicted.get(p, (math.nan,) * 3) for p in parts]
+    """Changes tried together: their epoch savings added (each 1 - 1/speedup of the epoch), a saving two of
+    them claim counted once (advice.py: ``in_combination``)."""
+    rows = [in_combination(p, parts, predicted.get(p, (math.nan,) * 3)) for p in parts]
     out = []
     for i in range(3):
         left = 1 - sum(1 - 1 / r[i] for r in rows)

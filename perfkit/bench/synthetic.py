@@ -144,31 +144,34 @@ def _write_part(path: Path, spec: SyntheticSpec, part: str | None, workers: list
 
 def _cpu_tables(spec: SyntheticSpec, workers: list[int], st: dict[str, np.ndarray], epochs: pd.DataFrame,
                 offset: int, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
-    procs = workers + ([-1] if spec.mode == "multi" else [])
+    """cpu.parquet and system.parquet rows in the sampler's order: every process of a tick, tick by tick."""
+    procs = np.array(workers + ([-1] if spec.mode == "multi" else []))
     parts = len(spec.hosts) if spec.parts else 1
     ticks = max(spec.cpu_rows // parts // len(procs), 2)
     t = np.linspace(st["start"][0] - 2 * S, int(epochs["t_end_ns"].max()) + 2 * S, ticks).astype("int64") - offset
     hosts, budgets = spec.host_of(), {h: c / n for h, c, n in spec.hosts}
     busy_share = np.median(st["busy"] / st["step"][None, :], axis=1)
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("worker", "pid", "cpu", "rss", "thr")}
-    host_col = []
-    for p in procs:
-        level = 1.5 if p < 0 else budgets[hosts[p]] * 100 * busy_share[p]
-        cols["worker"].append(np.full(ticks, p, dtype="int32"))
-        cols["pid"].append(np.full(ticks, 4000 + p + 1, dtype="int64"))
-        cols["cpu"].append(np.clip(level * rng.lognormal(0, 0.06, ticks), 0, None))
-        cols["rss"].append((150 if p < 0 else 900) * 2**20 + np.linspace(0, 30 * 2**20, ticks).astype("int64"))
-        cols["thr"].append(np.full(ticks, 7 if p < 0 else 130, dtype="int32"))
-        host_col.append(np.full(ticks, "vm" if p < 0 else hosts[p], dtype=object))
-    role = np.repeat(np.array(["launcher" if p < 0 else ("trainer" if spec.mode == "single" else "worker")
-                               for p in procs], dtype=object), ticks)
-    cpu = pd.DataFrame({"t_ns": np.tile(t, len(procs)), "worker": np.concatenate(cols["worker"]),
-                        "host": np.concatenate(host_col), "pid": np.concatenate(cols["pid"]), "role": role,
-                        "cpu_percent": np.concatenate(cols["cpu"]), "rss_bytes": np.concatenate(cols["rss"]),
-                        "num_threads": np.concatenate(cols["thr"])})
+    launcher = procs < 0
+    level = np.array([1.5 if p < 0 else budgets[hosts[p]] * 100 * busy_share[p] for p in procs])
+    names = list(dict.fromkeys(["vm", *hosts]))  # host column as codes: 10M Python strings take seconds and GBs
+    host_code = np.array([0 if p < 0 else names.index(hosts[p]) for p in procs], dtype="int8")
+    role = "trainer" if spec.mode == "single" else "worker"
+    growth = np.linspace(0, 30 * 2**20, ticks).astype("int64")[:, None]  # [tick, process]
+    cpu = pd.DataFrame({
+        "t_ns": np.repeat(t, len(procs)), "worker": np.tile(procs.astype("int32"), ticks),
+        "host": _strings(np.tile(host_code, ticks), names), "pid": np.tile(4000 + procs.astype("int64") + 1, ticks),
+        "role": _strings(np.tile(launcher.astype("int8"), ticks), [role, "launcher"]),
+        "cpu_percent": np.clip(level[None, :] * rng.lognormal(0, 0.06, (ticks, len(procs))), 0, None).ravel(),
+        "rss_bytes": (np.where(launcher, 150, 900)[None, :] * 2**20 + growth).ravel(),
+        "num_threads": np.tile(np.where(launcher, 7, 130).astype("int32"), ticks)})
     system = pd.DataFrame({"t_ns": np.repeat(t, 2), "core": np.tile(np.array([0, 1], dtype="int32"), ticks),
                            "busy_percent": np.clip(rng.normal(90, 5, 2 * ticks), 0, 100)})
     return cpu, system
+
+
+def _strings(codes: np.ndarray, names: list[str]) -> pd.Series:
+    """A text column from small integer codes, without a Python object per row."""
+    return pd.Series(pd.Categorical.from_codes(codes, categories=names)).astype("str")
 
 
 def _write_traces(path: Path, spec: SyntheticSpec, workers: list[int], st: dict[str, np.ndarray]) -> None:

@@ -46,10 +46,15 @@ def analyze_command(
         if path is not None and path.is_dir():
             raise UsageError(f"{flag}: {path} is a directory; give a file path")
 
+    from perfkit.analysis import runcache
     from perfkit.analysis.analyze import analyze
+    from perfkit.analysis.memory import small_pages
     from perfkit.results import is_folder_of_runs
+
+    small_pages()  # most of a large analysis' time was page faults (analysis/memory.py)
 
     if run_dirs and len(run_dirs) == 1 and is_folder_of_runs(run_dirs[0]):
         results_dir, run_dirs = run_dirs[0], None  # e.g. a Slurm job's shared results folder
-    analysis = analyze(run_dirs or None, results_dir, baseline)
+    with runcache.enabled():  # a run analysed before is read from its cached figures (analysis/runcache.py)
+        analysis = analyze(run_dirs or None, results_dir, baseline)
     write_outputs(analysis, fmt, output, None if no_html else (html or default_html_path(results_dir)), csv)

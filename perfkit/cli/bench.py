@@ -31,8 +31,8 @@ def bench_command(
     name: Annotated[Optional[str], typer.Argument(help="Benchmark to run; without one, list them.",
                                                   show_default=False)] = None,
 ) -> None:
-    """Run a benchmark: overhead, autorecord, tune, trainer, multiworker, datagen, analysis, article, separability,
-    allreduce, trace-reliability, network, whatif.
+    """Run a benchmark: overhead, autorecord, tune, trainer, multiworker, datagen, analysis-speed, article,
+    separability, allreduce, trace-reliability, network, whatif.
 
     Options after NAME are the benchmark's own (NAME --help lists them); each writes
     results/bench/<name>-<UTC time>.json and prints a Markdown table.

@@ -77,11 +77,13 @@ def test_datagen_smoke(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(480)
 def test_analysis_smoke(tmp_path: Path) -> None:
-    r = smoke("analysis", tmp_path)["results"]
-    assert r["generated"]["workers"] == 4 and r["generated"]["steps_per_worker"] > 0
-    for arm in ("default", "json"):
-        positive(r[arm]["wall_s"])
-        positive(r[arm]["peak_rss_bytes"])
+    r = smoke("analysis-speed", tmp_path)["results"]
+    assert r["4w"]["generated"]["workers"] == 4 and r["16w"]["generated"]["workers"] == 16
+    for case, arms in (("4w", ("uncached", "cached")), ("16w", ("uncached",))):
+        assert r[case]["generated"]["steps_per_worker"] > 0 and set(r[case]["meets"].values()) == {None}
+        for arm in arms:
+            positive(r[case]["arms"][arm]["wall_s"])
+            positive(r[case]["arms"][arm]["peak_rss_bytes"])
     assert not (tmp_path / "bench" / "runs").exists() or not any((tmp_path / "bench" / "runs").iterdir())
 
 

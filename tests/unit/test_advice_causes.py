@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from perfkit.analysis.advice import per_epoch
+from perfkit.analysis.overheads import traced_batches
 from perfkit.analysis.analyze import analyze
 from perfkit.analysis.tuning import TriedRuns, steady_runs, tried_table
 from perfkit.profiler import xplane
@@ -69,8 +70,11 @@ def test_the_metrics_save_their_reductions_and_gaps_in_training_and_validation_b
     assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * cost - 5 * cost))
     assert metrics["predicted_lo"] == pytest.approx(EPOCH / (EPOCH - 10 * cost / 2 - 5 * cost / 2))
     framework = 0.25 * 0.5 - 0.02 * 4 / 5  # other_s without the gaps, which go with the reductions
+    idle = framework + 0.02 * 4 / 5  # other_s: the next batch of an execution runs in the gaps too
     assert spe["cost_s"] == pytest.approx(framework)
-    assert spe["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 15 * framework * 7 / 8))
+    assert spe["predicted_lo"] == pytest.approx(EPOCH / (EPOCH - 15 * framework * 7 / 8))  # the gaps stay
+    assert spe["predicted_speedup"] == pytest.approx(EPOCH / (EPOCH - 15 * idle * 7 / 8))  # idle once per call
+    assert spe["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 15 * idle))
 
 
 def test_validation_saves_at_most_its_own_time(tmp_path: Path) -> None:
@@ -127,6 +131,57 @@ def test_the_trace_window_costs_its_steps_extra_time_spread_over_the_steady_epoc
     assert row["predicted_lo"] == pytest.approx(EPOCH / (EPOCH - per_worker[1] / 2))
     assert row["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - per_worker[0] / 2))
     assert row["knob"] == "--profile-steps off" and per_epoch(row.name) and not per_epoch("input")
+
+
+def _window_of(run: Path, steps: range, extra: float, after: float = 0.0, val: float = 0.0) -> None:
+    """The trace holds epoch 1's ``steps`` only, each ``extra`` s longer in the step records; the step after
+    them ``after`` s longer, epoch 1's validation ``val`` s longer."""
+    trace = pd.read_parquet(run / "trace_steps.parquet")
+    write_parquet(run / "trace_steps.parquet", trace[(trace["epoch"] == 1) & trace["step"].isin(steps)])
+    for w in range(2):
+        path = run / "workers" / str(w) / "steps.parquet"
+        s = pd.read_parquet(path)
+        s.loc[(s["epoch"] == 1) & s["step"].isin(steps), "duration_s"] += extra
+        s.loc[(s["epoch"] == 1) & (s["step"] == max(steps) + 1), "duration_s"] += after
+        write_parquet(path, s)
+        path = run / "workers" / str(w) / "epochs.parquet"
+        e = pd.read_parquet(path)
+        e.loc[e["epoch"] == 1, "val_s"] += val
+        write_parquet(path, e)
+
+
+def test_a_window_that_ends_its_epoch_is_stopped_in_its_validation(tmp_path: Path) -> None:
+    """With steps_per_execution the auto window can end with the epoch: the capture stops as validation
+    begins, so that epoch's validation over the others' is the window's stop (no step after it)."""
+    [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
+    _window_of(run, range(7, 10), extra=0.1, val=0.5)
+    row = _row(_advice(tmp_path, run), "the trace window")
+    assert row["cost_s"] == pytest.approx((3 * 0.1 + 0.5) / 2)  # 2 steady epochs
+
+
+def test_steps_per_execution_counts_the_larger_trace_window_it_brings(tmp_path: Path) -> None:
+    """The window counts executions: at K = 8, auto traces 2 of them (16 batches) instead of 10 batches, each
+    at this run's window cost per traced batch (1.4 s for 10 here), spread over the 2 steady epochs; an
+    explicit window of 10 executions, 10 x 8 batches."""
+    assert traced_batches("auto", 58, 3) == 10 and traced_batches("auto", 58, 3, 4) == 12
+    assert traced_batches("auto", 58, 3, 8) == 16, "executions 2-3 of epoch 1 (ceil(10/8) after ceil(2/8) cold)"
+    assert traced_batches("7-8", 58, 3, 8) == 10, "execution 7 of epoch 0 is 8 batches, its 8th and last the 2 left"
+    assert traced_batches("off", 58, 3, 8) == 0 and traced_batches("61-70", 58, 3, 8) is None  # past execution 24
+    epochs = {}
+    for spec in ("auto", "off"):  # "off": the window's growth unknown (the same trace, the same steps)
+        [run] = write_run(tmp_path / spec, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5}, steps=58)
+        _with_collectives(run, gaps=0.02, validation_steps=5)
+        meta = json.loads((run / "run.json").read_text())
+        set_meta(run, config={**meta["config"], "profile_steps": spec},
+                 workers=[{**w, "plan": {"steps_per_epoch": 58, "validation_steps": 5}} for w in meta["workers"]])
+        _window_of(run, range(2, 12), extra=0.1, after=0.4)  # global steps 61-70: auto at K = 1
+        base = single_run(tmp_path / spec, BASE)
+        a = analyze([base, run], tmp_path / spec, BASE)
+        adv = a.advice[a.advice["run_id"] == run.name].set_index("cause")
+        steady = float(a.runs.set_index("run_id").loc[run.name, "steady_epoch_s"])
+        epochs[spec] = steady / _row(adv, "per-step framework time")["predicted_speedup"]
+        assert (spec == "auto") == ("16 batches instead of 10" in _row(adv, "per-step framework time")["basis"])
+    assert epochs["auto"] - epochs["off"] == pytest.approx((10 * 0.1 + 0.4) * (16 - 10) / 10 / 2)
 
 
 def test_a_trace_window_in_the_first_epoch_costs_no_steady_epoch(tmp_path: Path) -> None:

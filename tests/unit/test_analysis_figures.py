@@ -428,7 +428,8 @@ def test_advice_ranks_causes_by_their_share_of_a_steady_epoch_with_a_knob_and_a_
     assert grad["predicted_hi"] == pytest.approx(7.5 / 6.5) and grad["predicted_speedup"] == pytest.approx(7.5 / 7.0)
     spe = adv[adv["knob"] == "--steps-per-execution 8"].iloc[0]
     assert spe["cost_s"] == pytest.approx(0.25 * 0.275)
-    assert spe["predicted_hi"] == pytest.approx(7.5 / (7.5 - 10 * 0.25 * 0.275 * 7 / 8))
+    assert spe["predicted_speedup"] == pytest.approx(7.5 / (7.5 - 10 * 0.25 * 0.275 * 7 / 8))
+    assert spe["predicted_hi"] == pytest.approx(7.5 / (7.5 - 10 * 0.25 * 0.275))
     assert (a.advice["run_id"] != BASE).all(), "one worker: no advice"
     assert any(v.startswith("Advice: the gradient all-reduce not hidden under compute costs 13% of a steady epoch: "
                             "try --bytes-per-pack 1048576, predicted 1.07x (1.00–1.15x) (not yet); 4 more")

@@ -72,7 +72,8 @@ def test_the_window_of_a_config_counts_executions() -> None:
     with pytest.raises(UsageError, match=r"--profile-steps: 3-5 ends after the last training step \(4 = 2 epochs"):
         RunConfig.from_preset(Mode.single, "tiny", knobs=knobs, profile_steps="3-5")
     assert executions_per_epoch(10, 4) == 3 and executions_per_epoch(8, 4) == 2 and executions_per_epoch(8, 1) == 8
-    assert resolve("auto", executions_per_epoch(58, 8), 3) == Window(11, 16)
+    assert resolve("auto", executions_per_epoch(58, 8), 3) == Window(11, 16), "K unknown: 10 executions"
+    assert resolve("auto", executions_per_epoch(58, 8), 3, 8) == Window(10, 11), "10 batches: 2 executions of 8"
 
 
 def test_prefetch_zero_is_refused_for_a_users_workload_only() -> None:
@@ -263,11 +264,11 @@ def _traced(tmp_path: Path, window: Window, steps_per_epoch: int, k: int, epochs
 
 def test_the_trace_window_is_placed_and_triggered_in_executions(tmp_path: Path) -> None:
     # 10 batches an epoch at K=4: executions (0-3), (4-7), (8-9); auto = early in the second epoch.
-    window = resolve("auto", executions_per_epoch(10, 4), 2)
-    assert window == Window(6, 6)
+    window = resolve("auto", executions_per_epoch(10, 4), 2, 4)
+    assert window == Window(5, 6)  # ceil(10/4) = 3 executions after ceil(2/4) = 1 cold one, clipped to the epoch
     seen, capture = _traced(tmp_path, window, 10, 4)
-    assert seen == ["1:8"]  # the short last execution of epoch 2 is the sixth
-    assert capture.result["window"] == {"first": 6, "last": 6}
+    assert seen == ["1:4", "1:8"]  # the second epoch's second execution and its short last one (the sixth)
+    assert capture.result["window"] == {"first": 5, "last": 6}
 
 
 def test_an_explicit_window_counts_global_executions_across_epochs(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.analysis.tuning import TriedRuns, combined_prediction, gained, tried_table, tuned_run
+from perfkit.analysis.tuning import TriedRuns, _speed_outcome, combined_prediction, gained, tried_table, tuned_run
 from perfkit.errors import UsageError
 from perfkit.trainer.tune import knob_change
 from tests.unit._analysis_runs import single_run, write_run
@@ -53,6 +53,37 @@ def test_each_change_measured_against_the_default_and_its_prediction(tmp_path: P
     assert rows.loc["default", "measured_speedup"] == pytest.approx(1.0)
     assert tuned_run(table) == faster.name
     assert gained([faster], [default], tmp_path) and not gained([worse], [default], tmp_path)
+
+
+def test_a_change_slower_than_the_default_beyond_its_spread_is_reported_slower(tmp_path: Path) -> None:
+    base, default, _, _ = _runs(tmp_path)
+    [slower] = write_run(tmp_path, "20260101T040000Z-multi-tune-spe", hosts=HOSTS, busy={0: 0.6, 1: 0.6})
+    [same] = write_run(tmp_path, "20260101T050000Z-multi-tune-pack", hosts=HOSTS, busy={0: 0.505, 1: 0.505})
+    table, _ = tried_table(base, [TriedRuns("default", (default,)), TriedRuns("--steps-per-execution 8", (slower,)),
+                                  TriedRuns("--bytes-per-pack 1048576", (same,))], tmp_path)
+    rows = table.set_index("change")
+    ratio = (10 * 0.65 + 1.0) / (10 * 0.75 + 1.0)  # 0.88x: its epoch 13% longer, beyond the 1% floor
+    assert rows.loc["--steps-per-execution 8", "outcome"] == f"slower: {ratio:.2f}x of the default"
+    assert rows.loc["--bytes-per-pack 1048576", "outcome"] == "no gain (within 1% of the default)"  # 0.99x
+    assert tuned_run(table) == default.name, "a slower change is not the tuned configuration"
+
+
+def test_outcome_bounds_are_the_defaults_spread_both_ways() -> None:
+    assert _speed_outcome(1.021, 0.02) == "gain" and _speed_outcome(1.02, 0.02) == "no gain (within 2% of the default)"
+    assert _speed_outcome(0.981, 0.02) == "no gain (within 2% of the default)"  # 1.019x longer: within the spread
+    assert _speed_outcome(0.893, 0.02) == "slower: 0.89x of the default"
+
+
+def test_steps_per_execution_with_minimal_metrics_counts_the_reduction_gaps_once() -> None:
+    """Both claim the gaps between the metric reductions: combined, steps per execution counts its low end."""
+    pred = {"--metrics minimal": (1.25, 1.2, 1.3), "--steps-per-execution 8": (1.1, 1.05, 1.2)}
+    mid, lo, hi = combined_prediction(["--metrics minimal", "--steps-per-execution 8"], pred)
+    assert mid == pytest.approx(1 / (1 - 0.2 - (1 - 1 / 1.05)))
+    assert lo == pytest.approx(1 / (1 - (1 - 1 / 1.2) - (1 - 1 / 1.05)))
+    assert hi == pytest.approx(1 / (1 - (1 - 1 / 1.3) - (1 - 1 / 1.05)))
+    alone = combined_prediction(["--bytes-per-pack 1048576", "--steps-per-execution 8"],
+                                {**pred, "--bytes-per-pack 1048576": (1.0, 1.0, 1.0)})
+    assert alone == pytest.approx((1.1, 1.05, 1.2)), "without --metrics minimal: its own range"
 
 
 def test_a_combination_adds_its_parts_epoch_savings() -> None:

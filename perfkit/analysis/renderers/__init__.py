@@ -12,7 +12,7 @@ import importlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from perfkit._atomic import atomic_write
 from perfkit.errors import UsageError
@@ -37,7 +37,12 @@ def render(fmt: str, a: Analysis, out: TextIO, options: RenderOptions = RenderOp
 
 
 def write(fmt: str, a: Analysis, path: Path, options: RenderOptions = RenderOptions()) -> None:
-    buf = io.StringIO()
-    render(fmt, a, buf, options)
-    text = buf.getvalue()
-    atomic_write(Path(path), lambda fh: fh.write(text.encode("utf-8")))
+    """Render straight into the temp file that becomes ``path``: a large run's JSON is hundreds of MB, held
+    twice more (the text, then its bytes) when rendered in memory first."""
+    def into(fh: BinaryIO) -> None:
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="\n", write_through=False)
+        render(fmt, a, text, options)
+        text.flush()
+        text.detach()  # the temp file is atomic_write's to close
+
+    atomic_write(Path(path), into)

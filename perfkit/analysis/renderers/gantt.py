@@ -20,6 +20,7 @@ SEGMENTS = (("input_s", "input", "#d62728"), ("compute_s", "compute", "#1f77b4")
             ("transfer_s", "all-reduce (exposed)", "#ff7f0e"))
 OVERLAP_COLOR = "rgba(255,127,14,0.45)"
 WHAT_IF_ROW = "equal workers (what-if)"
+DRAWN_STEPS = 200  # steps of a trace window drawn at most (the auto window has 10)
 
 
 def timeline_figure(a: Analysis, run_id: str) -> dict[str, Any] | None:
@@ -27,6 +28,7 @@ def timeline_figure(a: Analysis, run_id: str) -> dict[str, Any] | None:
     t = a.step_timeline[a.step_timeline["run_id"] == run_id] if not a.step_timeline.empty else a.step_timeline
     if t.empty:
         return None
+    t, steps = _drawn(t)
     labels, ticks = _rows(a, run_id, t)
     t = t.assign(row=[labels[int(w)] for w in t["worker"]], start_ms=t["start_s"] * 1e3)
     data = []
@@ -50,10 +52,20 @@ def timeline_figure(a: Analysis, run_id: str) -> dict[str, Any] | None:
                         "zeroline": False},
               "yaxis": {"categoryorder": "array", "categoryarray": rows, "autorange": "reversed",
                         "tickvals": rows, "ticktext": [ticks[r] for r in rows], "automargin": True},
-              "annotations": [{"text": _note(a, run_id, t), "xref": "paper", "yref": "paper", "x": 0, "y": 0,
+              "annotations": [{"text": _note(a, run_id, steps), "xref": "paper", "yref": "paper", "x": 0, "y": 0,
                                "yanchor": "top", "yshift": -55, "align": "left", "showarrow": False,
                                "xanchor": "left"}]}
     return {"data": data, "layout": layout}
+
+
+def _drawn(t: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The window's first DRAWN_STEPS steps (all of them when it has no more), and how many it has: a
+    browser cannot draw a window of every step of a long run (200k steps x 4 workers: a 300 MB report)."""
+    steps = t.loc[t["worker"] >= 0, ["epoch", "step"]].drop_duplicates()
+    if len(steps) <= DRAWN_STEPS:
+        return t, len(steps)
+    first = pd.MultiIndex.from_frame(steps.iloc[:DRAWN_STEPS])
+    return t[pd.MultiIndex.from_frame(t[["epoch", "step"]]).isin(first)], len(steps)
 
 
 def _rows(a: Analysis, run_id: str, t: pd.DataFrame) -> tuple[dict[int, str], dict[str, str]]:
@@ -101,13 +113,13 @@ def _hover(t: pd.DataFrame, name: str) -> str:
             "%{x:.2f} ms<extra></extra>")
 
 
-def _note(a: Analysis, run_id: str, t: pd.DataFrame) -> str:
+def _note(a: Analysis, run_id: str, steps: int) -> str:
     run = a.runs[a.runs["run_id"] == run_id].iloc[0]
     source = "from the trace" if run.get("split_source") == "trace" else "estimated from CPU-seconds"
-    steps = t[t["worker"] >= 0].groupby(["epoch", "step"]).ngroups
+    drawn = f" (the first {DRAWN_STEPS} drawn; every one in --format json)" if steps > DRAWN_STEPS else ""
     eq = run.get("equal_step_s")
     what = (f"<br>what-if: every worker at the median worker's compute ({float(run['equal_compute_s']) * 1e3:.1f} "
             "ms), the trace's cost left in" if eq is not None and not (isinstance(eq, float) and math.isnan(eq))
             else "")
-    return (f"{steps} steps, split {source}, scaled to each recorded step; outlined: the slowest worker of "
+    return (f"{steps:,} steps{drawn}, split {source}, scaled to each recorded step; outlined: the slowest worker of "
             f"each step{what}")

@@ -127,8 +127,9 @@ def _add_instruments(callbacks: list[Any], cfg: RunConfig, plan: FitPlan,
                      instruments: Instruments) -> tracewindow.TraceCapture | None:
     if instruments.scalars_dir is not None:
         callbacks.append(scalars.keras_callback(instruments.scalars_dir))
-    # The window counts executions (batches when there is one per execution, as by default).
-    window = tracewindow.resolve(cfg.profile_steps, plan.executions_per_epoch, cfg.epochs)
+    # The window counts executions (batches when there is one per execution, as by default); auto sizes
+    # itself in batches (tracewindow.resolve).
+    window = tracewindow.resolve(cfg.profile_steps, plan.executions_per_epoch, cfg.epochs, plan.steps_per_execution)
     if window is None or instruments.capture is None:
         return None
     # One process alone may try a failed capture again in a later epoch; the workers of a cluster must

@@ -130,7 +130,7 @@ class WorkerPart:
             self.status.write(profile={"status": "skipped", "error": "steps per epoch unknown (give fit steps_per_epoch)",
                                        "window": None, "file": None, "attempt": self.ctx.attempt})
             return
-        window = tracewindow.resolve(self.ctx.profile_steps, per_epoch, epochs)
+        window = tracewindow.resolve(self.ctx.profile_steps, per_epoch, epochs, steps_per_execution)
         if window is None:
             return
         # One process alone may try a failed capture again later; the workers of a cluster must trace the
