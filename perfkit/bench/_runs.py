@@ -75,7 +75,9 @@ def perfkit_run(label: str, args: list[str], results_dir: Path, timeout: float,
     if not proc.ok or run_dir is None:
         t.error = proc.error() or "perfkit run printed no run directory"
         return t
-    return _fill_from_run(t, run_dir)
+    t = _fill_from_run(t, run_dir)
+    t.extra["cpu_s"] = proc.cpu_s  # the command's and every worker's CPU seconds (wait4)
+    return t
 
 
 def printed_run_dir(proc: Proc) -> Path | None:

@@ -19,34 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from perfkit.bench._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt_range, heading,
-                                   interleave, make_parser, markdown_table, progress, ratios, run_measured, stats)
-from perfkit.bench._runs import Training, printed_run_dir, runs_dir
+from perfkit.bench._common import (Report, conclude, finish_args, fmt_range, heading, interleave, make_parser,
+                                   markdown_table, progress, ratios, stats)
+from perfkit.bench._runs import Training, perfkit_run, runs_dir
 
 NAME = "startup"
 TARGETS = {4: 1.7, 8: 2.5}  # x the single run's command to first step
-
-
-def _run(label: str, args: list[str], results: Path, timeout: float) -> Training:
-    from perfkit.analysis.summary import startup_seconds
-    from perfkit.errors import PerfkitError
-    from perfkit.results import RunRecord
-
-    proc = run_measured([*PERFKIT, "run", *args, "--results-dir", str(results), "--quiet"], timeout,
-                        env=env_with_repo())
-    t = Training(label, wall_s=proc.wall_s, peak_rss_bytes=proc.peak_rss_bytes)
-    run_dir = printed_run_dir(proc)
-    t.run_dir = str(run_dir) if run_dir else None
-    if not proc.ok or run_dir is None:
-        t.error = proc.error() or "perfkit run printed no run directory"
-        return t
-    try:
-        startup = startup_seconds(RunRecord.load(run_dir))
-    except PerfkitError as exc:
-        t.error = f"cannot read {run_dir}: {exc}"
-        return t
-    t.extra = {"startup_s": startup, "cpu_s": proc.cpu_s}
-    return t
 
 
 def arms(args: argparse.Namespace) -> dict[str, Callable[[int], Training]]:
@@ -54,7 +32,7 @@ def arms(args: argparse.Namespace) -> dict[str, Callable[[int], Training]]:
     base = ["--preset", "tiny", "--epochs", "1", "--no-profile"]
 
     def arm(label: str, extra: list[str]) -> Callable[[int], Training]:
-        return lambda i: _run(f"{label} #{i + 1}", [*extra, *base], runs, args.timeout)
+        return lambda i: perfkit_run(f"{label} #{i + 1}", [*extra, *base], runs, args.timeout)
 
     out = {"single": arm("single", ["--mode", "single"])}
     for n in args.workers:
