@@ -25,6 +25,7 @@ import fcntl
 import importlib.util
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,9 +95,21 @@ _made_lock_dir: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _restore_stop_signals()
     if not hasattr(config, "workerinput") and LOCK_DIR_VAR not in os.environ:  # the controller (or -n 0)
         _made_lock_dir.append(tempfile.mkdtemp(prefix="perfkit-pytest-"))
         os.environ[LOCK_DIR_VAR] = _made_lock_dir[0]
+
+
+def _restore_stop_signals() -> None:
+    """A suite started in the background without job control (``cmd &`` in a script, ``nohup``) has SIGINT
+    and SIGHUP ignored, and every ``perfkit`` a test starts inherits that: Python keeps an inherited
+    SIG_IGN, so a test that stops a run with SIGINT (Ctrl-C) would wait for nothing and fail. The suite
+    restores what a terminal gives; perfkit itself rightly keeps what it inherits."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
