@@ -25,7 +25,8 @@ def test_every_injected_fault_is_named_right_and_the_failed_run_is_kept(tmp_path
         assert t["injected"] and t["named"] and t["exit_code"] == 1, t
         assert t["status"] == "failed" and t["steps_kept"] is not None and t["steps_kept"] > 0, t
     assert "worker 1 " in trials["stop"]["message"] and "is stopped" in trials["stop"]["message"]
-    assert "waiting for it" in trials["stop"]["message"]
+    # its peer named as waiting: exited by TensorFlow's coordination service, or still waiting at the hang limit
+    assert "waiting for it" in trials["stop"]["message"] or "waits for it" in trials["stop"]["message"]
     lock = trials["lock"]["message"]
     assert "worker 1 " in lock and "stuck in its own code" in lock and "stuck_script.py" in lock
     assert lock.index("worker 1 ") < lock.index("worker 0 ") and "waits for it inside TensorFlow" in lock

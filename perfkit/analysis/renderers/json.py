@@ -291,7 +291,9 @@ def _plain(df: pd.DataFrame, section: str) -> bool:
     if df.empty or not cols:
         return False
     kinds = [_kind(df[c].dtype) for c in cols]
-    return all(k != "any" or not df[c].map(lambda v: isinstance(_clean(v), (dict, list, tuple))).any()
+    # over the values themselves: Series.map of a categorical column (a Slurm run's host) stays categorical,
+    # which has no any()
+    return all(k != "any" or not any(isinstance(_clean(v), (dict, list, tuple)) for v in df[c].tolist())
                for c, k in zip(cols, kinds))
 
 
