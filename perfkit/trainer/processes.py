@@ -319,7 +319,7 @@ class Launcher:
                 if state == "training" and self.env and w.proc is not None and w.proc.poll() is None:
                     self.env.read_back(w.index, w.proc.pid)  # after the worker applied its own limits
                 self.observer.phase(f"{self._name(w)}: {state}")
-        if self.env and self.progress.started:  # a step was taken: no host stays unlimited, whatever it said
+        if self.env and self.env.quota.held and self.progress.started:  # a step was taken: no host stays unlimited
             for w in self.workers:
                 self.env.limit(w.index)
         self._report_progress()
