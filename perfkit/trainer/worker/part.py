@@ -9,9 +9,11 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -126,20 +128,40 @@ def close_part(status: Status, save: Callable[[], None], exc: BaseException | No
 
     A save the disk refuses (full, read-only) fails the part with that as its reason, unless it already
     failed of something else; the tables saved at earlier epochs stay as they were (atomic writes)."""
+    with _sigint_held():
+        try:
+            save()
+        except OSError as err:
+            log.error("%s", write_error(err))
+            if exc is None or isinstance(exc, KeyboardInterrupt):
+                exc = err
+        if exc is None:
+            status.write(state="done")
+            return "done"
+        if isinstance(exc, KeyboardInterrupt):
+            status.write(state="interrupted")
+            return "interrupted"
+        status.write(state="failed", error=write_error(exc) if is_disk_error(exc) else error_line(exc))
+        return "failed"
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT ignored while the part is saved: a second one would lose what the first was for. It comes:
+    the kernel sends the parent-death signal again for every launcher thread that exits when the launcher
+    is killed, and Ctrl-C reaches a worker from the terminal and from its launcher. Whoever sent it
+    SIGKILLs after a grace period, so a save that hangs is still ended."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers are set, and run, only in the main thread
+        return
+    came: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
     try:
-        save()
-    except OSError as err:
-        log.error("%s", write_error(err))
-        if exc is None or isinstance(exc, KeyboardInterrupt):
-            exc = err
-    if exc is None:
-        status.write(state="done")
-        return "done"
-    if isinstance(exc, KeyboardInterrupt):
-        status.write(state="interrupted")
-        return "interrupted"
-    status.write(state="failed", error=write_error(exc) if is_disk_error(exc) else error_line(exc))
-    return "failed"
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+        if came:
+            log.info("%d SIGINT held while the worker's tables were saved", len(came))
 
 
 def error_line(exc: BaseException) -> str:
