@@ -95,20 +95,25 @@ class WorkerRecord:
     profile: dict[str, Any] | None = None  # its trace capture (status, window, file, attempts)
     calibration: dict[str, Any] | None = None  # all-reduce timings after training
     plan: dict[str, Any] | None = None  # what perfkit.record learnt from fit: epochs, steps, global batch
+    started_wall_ns: int | None = None  # the process's start (the kernel's), to 10 ms
+    phases: tuple[dict[str, Any], ...] = ()  # each state it reported: state, t_wall_ns, cpu_s (status.json)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
     def parse(cls, d: Any, where: str) -> WorkerRecord:
         if not isinstance(d, dict) or not isinstance(d.get("index"), int):
             raise ResultsError(f"{where}: a worker entry without an integer index: {d!r:.60}")
-        ints = {k: _field(d, k, int, where) for k in ("pid", "anchor_wall_ns", "anchor_mono_ns", "exit_code")}
+        ints = {k: _field(d, k, int, where)
+                for k in ("pid", "anchor_wall_ns", "anchor_mono_ns", "exit_code", "started_wall_ns")}
         texts = {k: _field(d, k, str, where) for k in ("host", "role", "endpoint", "state")}
         maps = {k: _field(d, k, dict, where) for k in ("profile", "calibration", "plan")}
-        known = {"index", *ints, *texts, *maps}
-        return cls(index=d["index"], **ints, **texts, **maps, extra={k: v for k, v in d.items() if k not in known})
+        phases = tuple(p for p in _field(d, "phases", list, where) or () if isinstance(p, dict))
+        known = {"index", "phases", *ints, *texts, *maps}
+        return cls(index=d["index"], **ints, **texts, **maps, phases=phases,
+                   extra={k: v for k, v in d.items() if k not in known})
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k != "extra"}
+        out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k != "extra"}
         return {**out, **self.extra}
 
 

@@ -27,6 +27,7 @@ from perfkit.analysis.load import LoadedRun
 from perfkit.analysis.modes import mode_table
 from perfkit.analysis.result import Analysis
 from perfkit.analysis.select import Selection, describe_data, load_and_select
+from perfkit.analysis.startup import startup_phases
 from perfkit.analysis.stragglers import StragglerFigures, estimate_split, stragglers, trace_split
 from perfkit.analysis.timeline import step_timeline
 from perfkit.analysis.summary import cpu_table_of, epoch_table, summarize, training_window
@@ -48,6 +49,7 @@ class _RunFigures:
     ops: pd.DataFrame
     steps_timeline: pd.DataFrame
     advice: pd.DataFrame
+    startup: pd.DataFrame
 
 
 def analyze(paths: Sequence[Path] | None, results_dir: Path, baseline_id: str | None = None) -> Analysis:
@@ -66,7 +68,7 @@ def analyze_selection(sel: Selection) -> Analysis:
         processes=_cat([f.processes for f in figures]), hosts=_cat([f.hosts for f in figures]),
         placement=_cat([f.placement for f in figures]), cpu_timeline=_cat([f.timeline for f in figures]),
         ops=_cat([f.ops for f in figures]), step_timeline=_cat([f.steps_timeline for f in figures]),
-        advice=_cat([f.advice for f in figures]),
+        advice=_cat([f.advice for f in figures]), startup=_cat([f.startup for f in figures]),
         excluded=pd.DataFrame([vars(e) for e in sel.excluded], columns=["run_id", "path", "reason"]),
         verifications=verification_table({r.run_id: r.meta for r in sel.runs}, runs,
                                          _cat([f.workers for f in figures])),
@@ -166,7 +168,8 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         steps_timeline=(step_timeline(split, rec, model) if strag is not None and run.num_workers > 1
                         else pd.DataFrame()).assign(**tag),
         advice=(advice_table(split, run.trace, model, row, rec.run, rec, cpu) if model is not None and split is not None
-                else pd.DataFrame()).assign(**tag))
+                else pd.DataFrame()).assign(**tag),
+        startup=startup_phases(rec).assign(**tag))
 
 
 def _last_metrics(epochs: pd.DataFrame) -> dict[str, float]:

@@ -30,3 +30,4 @@ class Analysis:
     verdict: tuple[str, ...]
     modes: pd.DataFrame = field(default_factory=pd.DataFrame)  # per mode: its latest run, sync vs async
     assumptions: tuple[str, ...] = ()  # what each what-if assumed, apart from the verdict (answer.py)
+    startup: pd.DataFrame = field(default_factory=pd.DataFrame)  # per run, worker and phase (startup.py)

@@ -54,7 +54,7 @@ def measure(args: argparse.Namespace) -> Report:
         results[name] = {"startup_s": stats(t.extra.get("startup_s") for t in tr),
                          "cpu_s": stats(t.extra.get("cpu_s") for t in tr),
                          "ratio_to_single": ratios([t.extra.get("startup_s") for t in tr], single),
-                         "runs": [t.to_dict() for t in tr]}
+                         "phases": _phases(tr), "runs": [t.to_dict() for t in tr]}
         report.errors += [f"{t.label}: {t.error}" for t in tr if t.error]
     results["meets_target"] = {
         f"{n} workers": (None if results[f"{n} workers"]["ratio_to_single"]["median"] is None
@@ -62,6 +62,32 @@ def measure(args: argparse.Namespace) -> Report:
         for n in args.workers if n in TARGETS}
     report.results = results
     return report
+
+
+def _phases(runs: list[Training]) -> list[dict[str, Any]]:
+    """Where a worker's start-up went (``analysis/startup.py``), median over the runs that completed."""
+    from perfkit.analysis.startup import phase_summary, startup_phases
+    from perfkit.results import RunRecord
+
+    frames = [startup_phases(RunRecord.load(Path(t.run_dir))) for t in runs if t.run_dir and not t.error]
+    return phase_summary(frames).to_dict("records")
+
+
+def phase_table(report: Report) -> str:
+    """Phases as rows, launches as columns: a worker's median wall seconds and its CPU seconds."""
+    arms = {name: {p["phase"]: p for p in v.get("phases") or []} for name, v in report.results.items()
+            if name != "meets_target" and v.get("phases")}
+    order = list(dict.fromkeys(ph for a in arms.values() for ph in a))
+    rows = [[ph, *(_cell(a.get(ph)) for a in arms.values())] for ph in order]
+    head = ["phase of a worker's start-up", *(f"{name}: s (CPU s)" for name in arms)]
+    return markdown_table(head, rows, right=tuple(range(1, len(arms) + 1))) if rows else ""
+
+
+def _cell(p: dict[str, Any] | None) -> str:
+    if not p:
+        return "-"
+    cpu = p.get("cpu_s")
+    return f"{p['wall_s']:.2f}" + (f" ({cpu:.2f})" if isinstance(cpu, float) and cpu == cpu else "")
 
 
 def table(report: Report) -> str:
@@ -73,8 +99,10 @@ def table(report: Report) -> str:
     head = ["launch", "command to first step s", "x single", "CPU s (all processes)", "goal"]
     met = [f"{name}: {'met' if ok else 'missed' if ok is False else 'not measured'}"
            for name, ok in r["meets_target"].items()]
+    phases = phase_table(report)
     return (f"{heading(report)}\n\n{markdown_table(head, rows, right=(1, 2, 3))}\n\n"
-            + ("; ".join(met) + "." if met else ""))
+            + ("; ".join(met) + "." if met else "")
+            + (f"\n\nWhere each worker's start-up went (median worker, median run):\n\n{phases}" if phases else ""))
 
 
 def _target(name: str) -> str:

@@ -407,7 +407,8 @@ class Launcher:
                  "anchor_wall_ns": w.status.get("anchor_wall_ns"), "anchor_mono_ns": w.status.get("anchor_mono_ns"),
                  "exit_code": w.proc.returncode if w.proc else None, "state": w.status.get("state"),
                  "profile": w.status.get("profile"), "calibration": w.status.get("calibration"),
-                 "plan": w.status.get("plan")}
+                 "plan": w.status.get("plan"), "started_wall_ns": w.status.get("started_wall_ns"),
+                 "phases": w.status.get("phases")}
                 for w in self.workers]
 
 

@@ -22,12 +22,17 @@ pytestmark = pytest.mark.integration
 @pytest.mark.timeout(480)
 def test_overhead_smoke(tmp_path: Path) -> None:
     r = smoke("overhead", tmp_path)["results"]
-    for arm in ("bare", "instrumented"):
+    for arm in ("bare", "instrumented", "untraced"):
         positive(r[arm]["steady_epoch_wall_s"])
         positive(r[arm]["steady_samples_per_s"])
     assert r["instrumented"]["runs"][0]["run_dir"]
-    assert 0.3 < positive(r["ratio"]["steady_epoch_wall"]) < 5
-    assert r["meets_target"] in (True, False)
+    for arm in ("instrumented", "untraced"):
+        assert 0.3 < positive(r["ratio"][arm]["steady_epoch_wall"]) < 5
+        assert r["meets_target"][arm] in (True, False)
+    instrumented, untraced = r["instrumented"]["steady_epoch_wall_s"], r["untraced"]["steady_epoch_wall_s"]
+    assert r["window_cost_s"]["median"] == pytest.approx(instrumented["median"] - untraced["median"])
+    untraced_run = json.loads((Path(r["untraced"]["runs"][0]["run_dir"]) / "run.json").read_text())
+    assert untraced_run["config"]["profile_steps"] == "off"
 
 
 @pytest.mark.timeout(480)
@@ -169,3 +174,10 @@ def test_startup_smoke(tmp_path: Path) -> None:
     assert r["2 workers"]["cpu_s"]["median"] > r["single"]["cpu_s"]["median"]
     assert positive(r["2 workers"]["ratio_to_single"]) == pytest.approx(
         r["2 workers"]["startup_s"]["median"] / r["single"]["startup_s"]["median"], rel=1e-6)
+    # where a worker's start-up went: every phase from the launcher to the first step, adding up to it
+    phases = {p["phase"]: p for p in r["2 workers"]["phases"]}
+    assert list(phases)[:2] == ["launcher", "python"] and list(phases)[-1] == "training", list(phases)
+    assert {"connecting", "joined"} <= set(phases) and all(p["wall_s"] >= 0 for p in phases.values())
+    assert sum(p["wall_s"] for p in phases.values()) <= r["2 workers"]["startup_s"]["median"] * 1.5
+    assert sum(p["cpu_s"] or 0 for p in phases.values()) > 1, "TensorFlow's import alone takes seconds of CPU"
+    assert r["single"]["phases"] == [], "a single run reports no worker states"

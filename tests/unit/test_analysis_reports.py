@@ -15,7 +15,7 @@ from perfkit.analysis.renderers.gantt import timeline_figure
 from perfkit.analysis.analyze import Analysis, analyze
 from perfkit.analysis.renderers import json as report_json
 from perfkit.analysis.renderers.html import page as render_html
-from tests.unit._analysis_runs import set_meta, single_run, write_run
+from tests.unit._analysis_runs import S, WALL0, set_meta, single_run, write_run
 
 BASE, STRAG = "20260101T000000Z-single-base", "20260101T010000Z-multi-strag"
 VERIFY = "20260101T030000Z-multi-verify"
@@ -27,6 +27,12 @@ def pair(tmp_path: Path) -> Analysis:
     [path] = write_run(tmp_path, STRAG, started="2026-01-01T01:00:00Z")
     pd.DataFrame({"worker": [0, 3], "host": ["a", "b"], "name": ["MatMul", "CollectiveReduceV2"], "count": [30, 30],
                   "total_s": [4.5, 3.0]}).to_parquet(path / "trace_ops.parquet")
+    # each worker's start-up states (status.json's phases), its first step at WALL0
+    phases = [{"state": "starting", "t_wall_ns": WALL0 - 8 * S, "cpu_s": 0.5},
+              {"state": "training", "t_wall_ns": WALL0 - 2 * S, "cpu_s": 5.0}]
+    workers = json.loads((path / "run.json").read_text())["workers"]
+    set_meta(path, command_started_wall_ns=WALL0 - 10 * S,
+             workers=[{**w, "started_wall_ns": WALL0 - 9 * S, "phases": phases} for w in workers])
     single_run(tmp_path, "20260101T020000Z-single-blog", preset="blog")
     # The equal-workers what-if, run: a=3, b=2.5 cores give every worker 0.2 s compute, 0.35 s steps.
     [check] = write_run(tmp_path, VERIFY, started="2026-01-01T03:00:00Z", busy={w: 0.2 for w in range(4)})
@@ -199,3 +205,13 @@ def _rendered(fmt: str, a: Analysis, options: renderers.RenderOptions = renderer
     buf = io.StringIO()
     renderers.render(fmt, a, buf, options)
     return buf.getvalue()
+
+
+def test_the_console_says_where_a_workers_start_up_went(pair: Analysis) -> None:
+    rows = pair.startup[pair.startup["run_id"] == STRAG]
+    assert rows.groupby("worker")["phase"].apply(list).map(tuple).unique().tolist() == [
+        ("launcher", "python", "starting", "training")]
+    text = _rendered("console", pair)
+    table = text[text.index("start-up: where a worker's went"):]
+    cells = " ".join(c.strip() for line in table.splitlines() for c in line.split("│")[3:4])  # the phases column
+    assert "launcher 1.0, python 1.0 (0.5), starting 6.0 (4.5), training 2.0" in " ".join(cells.split()), table

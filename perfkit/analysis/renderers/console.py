@@ -178,6 +178,18 @@ def ops_table(a: Analysis) -> Table:
     return t
 
 
+def startup_table(a: Analysis) -> Table:
+    t = _table("start-up: where a worker's went, up to its first step (the median worker)",
+               ["run id", "to first step s", "phases: s (CPU s)"], left=(*_LEFT, "phases: s (CPU s)"))
+    for run_id, phases in a.startup.groupby("run_id", sort=False):
+        by = phases.groupby("phase", sort=False)[["wall_s", "cpu_s"]].median()
+        words = [f"{name} {r.wall_s:.1f}" + (f" ({r.cpu_s:.1f})" if not pd.isna(r.cpu_s) else "")
+                 for name, r in by.iterrows()]
+        row = a.runs[a.runs["run_id"] == run_id]
+        t.add_row(str(run_id), fmt(row["startup_s"].iloc[0] if not row.empty else None, ".1f"), ", ".join(words))
+    return t
+
+
 def excluded_table(a: Analysis) -> Table:
     t = _table("left out", ["run id", "reason"])
     for r in a.excluded.itertuples(index=False):
@@ -262,7 +274,8 @@ def _tables(a: Analysis, console: Console) -> None:
             if not a.advice.empty and (a.advice["run_id"] == r.run_id).any():
                 console.print(advice_table(a, r.run_id))
         for frame, table in ((a.processes, processes_table), (a.hosts, hosts_table),
-                             (a.placement, placement_table), (a.epochs, convergence_table), (a.ops, ops_table)):
+                             (a.placement, placement_table), (a.epochs, convergence_table), (a.ops, ops_table),
+                             (a.startup, startup_table)):
             if not frame.empty:
                 console.print(table(a))
     if not a.excluded.empty:

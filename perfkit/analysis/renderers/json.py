@@ -44,6 +44,8 @@ KEYS: dict[str, dict[str, str]] = {
         "training", "advice": "per run: the causes of lost speed ranked by their share of a steady epoch, each with "
         "its knob and predicted gain", "step_timeline": "per run, worker and step of the trace window: where each step starts and how "
         "it splits, and the equal-workers what-if's steps", "warnings": "list of warnings (e.g. trace skipped)",
+        "startup": "per run, worker and phase: where its start-up went, up to its first step (workers that "
+        "report states)",
     },
     "runs": {
         "run_id": "run id", "is_baseline": "true for the baseline", "mode": "single, multi or ps",
@@ -221,9 +223,16 @@ KEYS: dict[str, dict[str, str]] = {
         "waiting for the slowest worker, scaled likewise", "transfer_s": "exposed all-reduce every worker paid, "
         "scaled likewise", "overlap_s": "all-reduce hidden under compute, scaled likewise (null: unknown)",
         "straggler": "this worker computed longest in this step"},
+    "startup": {
+        "run_id": "the run", "worker": "worker index", "phase": 'launcher (the command\'s start to the process\'s), '
+        'python (the process\'s start to its first state: the interpreter and perfkit\'s imports), then each state '
+        'it reported (starting, loading-data, connecting, joined, training...) until the next; the last until its '
+        'first step', "start_s": "the phase's start, seconds since the command's",
+        "wall_s": "its length in seconds", "cpu_s": "the worker process's CPU seconds in it, every thread's (null: "
+        "the launcher's phase, and the last, which ends at the first step)"},
 }
 TABLES = ("runs", "epochs", "workers", "processes", "hosts", "placement", "ops", "excluded", "verifications", "modes",
-          "step_timeline", "advice")
+          "step_timeline", "advice", "startup")
 
 
 def keys_markdown() -> str:

@@ -233,12 +233,13 @@ def _worker_record(cluster: dict[str, Any], index: int, status: dict[str, Any]) 
     task = next((t for t in cluster.get("tasks") or cluster.get("workers") or []
                  if isinstance(t, dict) and t.get("index") == index), {})
     ints = {k: status.get(k) if isinstance(status.get(k), int) else None
-            for k in ("pid", "anchor_wall_ns", "anchor_mono_ns")}
+            for k in ("pid", "anchor_wall_ns", "anchor_mono_ns", "started_wall_ns")}
     maps = {k: status.get(k) if isinstance(status.get(k), dict) else None for k in ("profile", "calibration", "plan")}
     state = status.get("state")
     return {"index": index, "host": task.get("host") or status.get("host"), "role": task.get("role"),
             "task": task.get("task"), "endpoint": task.get("endpoint"), **ints, "exit_code": None,
-            "state": state if isinstance(state, str) else None, **maps, "epochs_done": status.get("epochs_done")}
+            "state": state if isinstance(state, str) else None, **maps, "epochs_done": status.get("epochs_done"),
+            "phases": status.get("phases") if isinstance(status.get("phases"), list) else None}
 
 
 def _read_items(stream: IO[bytes]) -> list[dict[str, Any]]:

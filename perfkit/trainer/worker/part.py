@@ -35,10 +35,11 @@ class Status:
 
     def __init__(self, path: Path, index: int) -> None:
         self.index = index
-        self.path, self._state = path, {"index": index, "pid": os.getpid(), "state": "starting"}
+        self.path, self._state = path, {"index": index, "pid": os.getpid(), "started_wall_ns": process_started_ns(),
+                                        "state": "", "phases": []}
         self._last = 0.0
         self._lock = threading.Lock()  # a ps chief's progress thread writes too
-        self.write()
+        self.write(state="starting")
 
     def due(self) -> bool:
         """A throttled write would be written now."""
@@ -46,7 +47,13 @@ class Status:
 
     def write(self, force: bool = True, **fields: Any) -> None:
         with self._lock:
-            self._state.update(fields, t_wall_ns=time.time_ns())
+            now_ns = time.time_ns()
+            if fields.get("state", self._state["state"]) != self._state["state"]:
+                # Where start-up goes (analysis/startup.py): when each state began, and this process's CPU
+                # seconds by then, every thread's (TensorFlow's import and graph building run in threads too).
+                self._state["phases"].append({"state": fields["state"], "t_wall_ns": now_ns,
+                                              "cpu_s": round(time.process_time(), 4)})
+            self._state.update(fields, t_wall_ns=now_ns)
             now = time.monotonic()
             if force or now - self._last >= THROTTLE_S:
                 self._last = now
@@ -54,6 +61,18 @@ class Status:
                     write_json(self.path, self._state)
                 except OSError as exc:  # a status file is a courtesy; training goes on without it
                     log.warning("could not write %s: %s", self.path, exc)
+
+
+def process_started_ns() -> int | None:
+    """When this process started, on the wall clock (to 10 ms): the kernel's start time, in clock ticks since
+    boot, carried over from the boot-time clock. None where /proc is not Linux's."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])  # field 22; the name in () may hold spaces
+        ago_s = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.time_ns() - int(ago_s * 1e9)
 
 
 class StatusObserver:

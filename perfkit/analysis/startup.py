@@ -1,0 +1,66 @@
+"""Where a run's start-up went, worker by worker: from the command's start to each worker's first step, cut
+at the states the worker reported (``workers[].phases`` in run.json, from its status.json).
+
+One row per worker and phase: ``launcher`` (the command's start to the worker process's start: data,
+namespaces, cgroups, the processes started before it), ``python`` (the process's start to its first state:
+the interpreter and perfkit's imports), then one row per reported state until the next one, the last
+(``training``) until the worker's first step. ``cpu_s`` is the worker process's own CPU seconds in the phase,
+every thread's; the launcher row has none. A worker that recorded no phases (a run before they were kept,
+a command that reports no states) has no rows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from perfkit.results import RunRecord, WorkerRecord
+
+COLUMNS = ("worker", "phase", "start_s", "wall_s", "cpu_s")
+
+
+def startup_phases(record: RunRecord) -> pd.DataFrame:
+    started = record.run.command_started_wall_ns
+    firsts = _first_steps_wall_ns(record)
+    rows = []
+    for w in record.run.workers:
+        if started and w.started_wall_ns and w.phases:
+            rows += _rows(w, started, firsts.get(w.index))
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _rows(w: WorkerRecord, started: int, first_step_ns: int | None) -> list[dict[str, Any]]:
+    marks = [p for p in w.phases if isinstance(p.get("t_wall_ns"), int) and isinstance(p.get("state"), str)]
+    ends = [(p["state"], p["t_wall_ns"], float(p.get("cpu_s") or math.nan)) for p in marks]
+    if first_step_ns is not None:  # states after the first step (done, calibrating...) are not start-up
+        ends = [e for e in ends if e[1] < first_step_ns] + [("", first_step_ns, math.nan)]
+    cuts = [("launcher", started, math.nan), ("python", int(w.started_wall_ns or 0), 0.0), *ends]
+    rows = []
+    for (name, t0, c0), (_, t1, c1) in zip(cuts, cuts[1:]):
+        rows.append({"worker": w.index, "phase": name, "start_s": (t0 - started) / 1e9, "wall_s": (t1 - t0) / 1e9,
+                     "cpu_s": c1 - c0 if name != "launcher" else math.nan})
+    return rows
+
+
+def _first_steps_wall_ns(record: RunRecord) -> dict[int, int]:
+    """Each worker's first step, on the wall clock (its anchor maps its monotonic clock)."""
+    if record.steps.empty:
+        return {}
+    anchors = {w.index: w for w in record.run.workers if w.anchor_wall_ns and w.anchor_mono_ns is not None}
+    firsts = record.steps.groupby("worker")["t_start_ns"].min()
+    return {int(i): anchors[i].anchor_wall_ns + (int(t) - anchors[i].anchor_mono_ns)  # type: ignore[operator]
+            for i, t in firsts.items() if i in anchors}
+
+
+def phase_summary(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Several runs' phases (runs of one kind): per phase, in the order first seen, the median over runs of
+    the median over workers of wall and CPU seconds."""
+    per_run = [f.groupby("phase", sort=False)[["wall_s", "cpu_s"]].median() for f in frames if not f.empty]
+    if not per_run:
+        return pd.DataFrame(columns=["phase", "wall_s", "cpu_s", "runs"])
+    both = pd.concat(per_run, keys=range(len(per_run)), names=["run", "phase"]).reset_index()
+    order = list(dict.fromkeys(both["phase"]))
+    out = both.groupby("phase").agg(wall_s=("wall_s", "median"), cpu_s=("cpu_s", "median"), runs=("run", "nunique"))
+    return out.reindex(order).reset_index()
