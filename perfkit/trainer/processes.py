@@ -422,8 +422,10 @@ def worker_env() -> dict[str, str]:
 
 
 def _is_consequence(error: str | None) -> bool:
-    """An error that a worker gets because a peer went away, not a cause of its own."""
-    return bool(error) and ("UnavailableError" in error or "aborted" in error)
+    """An error that a worker gets because a peer went away, not a cause of its own. DeadlineExceededError:
+    the coordination service's heartbeat to a peer timed out (a cut link: "Collective ops is aborted by:
+    Deadline Exceeded", whose first line status.json keeps is only "Graph execution error")."""
+    return bool(error) and any(k in error for k in ("UnavailableError", "DeadlineExceededError", "aborted"))
 
 
 def _signal(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

@@ -129,10 +129,15 @@ def test_each_workers_ops_collectives_and_markers_are_on_its_steps_clock(
         steps = {(e["args"]["epoch"], e["args"]["step"]): e for e in of(events, "X", "step", pid)}
         markers = of(events, "X", "step_marker", pid)
         assert len(markers) == 6, "the window's 6 steps"
+        gaps = []
         for m in markers:
             step = steps[m["args"]["epoch"], m["args"]["step"]]
             # Keras opens the marker just before perfkit's step callback and closes it after the callbacks
-            # that follow (measured: starts 5-45 us apart, ends up to 6 ms apart on a quick run).
-            assert abs(m["ts"] - step["ts"]) < 1000, (w, m, step)
+            # that follow (measured: starts 5-45 us apart, ends up to 6 ms apart on a quick run), so the
+            # marker holds the step; on one clock the starts are that close, except where the thread was
+            # preempted between the two (4.2 ms once under CI's load): the median, not each one.
+            assert m["ts"] <= step["ts"] + 1000, (w, m, step)
             assert m["ts"] + m["dur"] >= step["ts"] + step["dur"] - 1000, (w, m, step)
+            gaps.append(abs(m["ts"] - step["ts"]))
+        assert sorted(gaps)[len(gaps) // 2] < 1000, (w, gaps)
     assert "collectives) of worker(s) 0, 1" in line

@@ -210,3 +210,12 @@ def test_max_restarts_restarts_after_a_hang_as_after_a_death() -> None:
     assert not restarts[0]["profiler_crash"] and [a for a, _ in fake.launches] == [0, 1]
     fake = FakeLauncher([hung])
     assert supervise(fake, 0, lambda a, spec: None)[0] is hung, "no restart left: the hang is the run's failure"  # type: ignore[arg-type]
+
+
+def test_a_peers_silence_is_a_consequence_whatever_error_tensorflow_names_it() -> None:
+    from perfkit.trainer.processes import _is_consequence
+
+    # a cut link: the coordination service's heartbeat RPC timed out (faults bench, CI 2026-12-03)
+    assert _is_consequence("DeadlineExceededError: Graph execution error:")
+    assert _is_consequence("UnavailableError: Collective ops is aborted by: connection reset")
+    assert not _is_consequence("ValueError: layer sizes do not match") and not _is_consequence(None)
