@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from perfkit.analysis.summary import first_steps_wall_ns
 from perfkit.results import RunRecord, WorkerRecord
 
 COLUMNS = ("worker", "phase", "start_s", "wall_s", "cpu_s")
@@ -23,7 +24,7 @@ COLUMNS = ("worker", "phase", "start_s", "wall_s", "cpu_s")
 
 def startup_phases(record: RunRecord) -> pd.DataFrame:
     started = record.run.command_started_wall_ns
-    firsts = _first_steps_wall_ns(record)
+    firsts = first_steps_wall_ns(record)
     rows = []
     for w in record.run.workers:
         if started and w.started_wall_ns and w.phases:
@@ -42,16 +43,6 @@ def _rows(w: WorkerRecord, started: int, first_step_ns: int | None) -> list[dict
         rows.append({"worker": w.index, "phase": name, "start_s": (t0 - started) / 1e9, "wall_s": (t1 - t0) / 1e9,
                      "cpu_s": c1 - c0 if name != "launcher" else math.nan})
     return rows
-
-
-def _first_steps_wall_ns(record: RunRecord) -> dict[int, int]:
-    """Each worker's first step, on the wall clock (its anchor maps its monotonic clock)."""
-    if record.steps.empty:
-        return {}
-    anchors = {w.index: w for w in record.run.workers if w.anchor_wall_ns and w.anchor_mono_ns is not None}
-    firsts = record.steps.groupby("worker")["t_start_ns"].min()
-    return {int(i): anchors[i].anchor_wall_ns + (int(t) - anchors[i].anchor_mono_ns)  # type: ignore[operator]
-            for i, t in firsts.items() if i in anchors}
 
 
 def phase_summary(frames: list[pd.DataFrame]) -> pd.DataFrame:

@@ -38,13 +38,18 @@ class RunSummary:
 def startup_seconds(record: RunRecord) -> float:
     """Command start to the earliest first step of any worker (each worker's anchor maps its clock)."""
     started = record.run.command_started_wall_ns
+    walls = first_steps_wall_ns(record)
+    return (min(walls.values()) - started) / 1e9 if started and walls else math.nan
+
+
+def first_steps_wall_ns(record: RunRecord) -> dict[int, int]:
+    """Each worker's first step, on the wall clock (its anchor maps its monotonic clock)."""
     anchors = {w.index: w for w in record.run.workers if w.anchor_wall_ns and w.anchor_mono_ns is not None}
-    if not started or record.steps.empty or not anchors:
-        return math.nan
+    if record.steps.empty or not anchors:
+        return {}
     firsts = record.steps.groupby("worker")["t_start_ns"].min()
-    walls = [anchors[w].anchor_wall_ns + (int(t) - anchors[w].anchor_mono_ns)
-             for w, t in firsts.items() if w in anchors]
-    return (min(walls) - started) / 1e9 if walls else math.nan
+    return {int(i): anchors[i].anchor_wall_ns + (int(t) - anchors[i].anchor_mono_ns)  # type: ignore[operator]
+            for i, t in firsts.items() if i in anchors}
 
 
 def final_attempt(df: pd.DataFrame) -> pd.DataFrame:

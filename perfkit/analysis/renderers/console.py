@@ -17,6 +17,7 @@ from perfkit.analysis.renderers import RenderOptions
 
 if TYPE_CHECKING:
     from perfkit.analysis.result import Analysis
+from perfkit.analysis.startup import phase_summary
 
 MIB = 2**20
 
@@ -182,9 +183,8 @@ def startup_table(a: Analysis) -> Table:
     t = _table("start-up: where a worker's went, up to its first step (the median worker)",
                ["run id", "to first step s", "phases: s (CPU s)"], left=(*_LEFT, "phases: s (CPU s)"))
     for run_id, phases in a.startup.groupby("run_id", sort=False):
-        by = phases.groupby("phase", sort=False)[["wall_s", "cpu_s"]].median()
-        words = [f"{name} {r.wall_s:.1f}" + (f" ({r.cpu_s:.1f})" if not pd.isna(r.cpu_s) else "")
-                 for name, r in by.iterrows()]
+        words = [f"{r.phase} {r.wall_s:.1f}" + (f" ({r.cpu_s:.1f})" if not pd.isna(r.cpu_s) else "")
+                 for r in phase_summary([phases]).itertuples()]
         row = a.runs[a.runs["run_id"] == run_id]
         t.add_row(str(run_id), fmt(row["startup_s"].iloc[0] if not row.empty else None, ".1f"), ", ".join(words))
     return t
