@@ -1,6 +1,6 @@
-"""The C library, for what Python's standard library does not expose: the parent-death signal
-(``prctl(PR_SET_PDEATHSIG)``), ``setns`` (``os.setns`` is Python 3.12+) and glibc's ``mallopt``. Each returns
-False where the platform lacks it."""
+"""The C library, for what Python's standard library does not expose: ``prctl`` (the parent-death signal,
+the child subreaper, a thread's name), ``setns`` (``os.setns`` is Python 3.12+) and glibc's ``mallopt``.
+Each returns False where the platform lacks it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import os
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NAME = 15
 CLONE_NEWNET = 0x40000000
 M_PERTURB = -6  # glibc mallopt: fill freed blocks with this byte and new ones with its complement
 
@@ -28,6 +30,25 @@ def set_parent_death_signal(sig: int) -> bool:
     try:
         return c is not None and c.prctl(PR_SET_PDEATHSIG, int(sig)) == 0
     except AttributeError:  # not Linux
+        return False
+
+
+def become_subreaper() -> bool:
+    """Have the orphaned descendants of this process reparented to it (not to init), so that it can wait
+    for processes that another of its children forked."""
+    c = libc()
+    try:
+        return c is not None and c.prctl(PR_SET_CHILD_SUBREAPER, 1) == 0
+    except AttributeError:  # not Linux
+        return False
+
+
+def set_thread_name(name: str) -> bool:
+    """The calling thread's name (``comm``: what top and ps -o comm show), at most 15 bytes."""
+    c = libc()
+    try:
+        return c is not None and c.prctl(PR_SET_NAME, name.encode()[:15]) == 0
+    except AttributeError:
         return False
 
 

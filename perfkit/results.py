@@ -154,7 +154,8 @@ class ClusterRecord:
 
 # Top-level keys with a type; everything else a writer puts in run.json is carried in ``extra``.
 _TEXT = ("run_id", "status", "started", "ended", "error", "mode", "strategy", "preset", "clock")
-_MAPS = ("config", "workload", "data", "part", "profile", "launch", "network", "sampler", "failure", "verifies")
+_MAPS = ("config", "workload", "data", "part", "profile", "launch", "network", "sampler", "failure", "verifies",
+         "worker_start")
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ class RunMeta:
     sampler: dict[str, Any] = field(default_factory=dict)
     failure: dict[str, Any] = field(default_factory=dict)
     verifies: dict[str, Any] = field(default_factory=dict)  # a --verify run: the prediction it checks
+    worker_start: dict[str, Any] = field(default_factory=dict)  # forked from the fork server, or exec'd
     cluster: ClusterRecord = field(default_factory=ClusterRecord)
     workers: tuple[WorkerRecord, ...] = ()
     parts: tuple[str, ...] = ()

@@ -1,7 +1,9 @@
 """Start-up: from the command to the first training step, one process against N local workers.
 
 Interleaved round by round: ``perfkit run --mode single``, then ``--mode multi --workers N`` for each N in
-``--workers`` (default 4,8), and with ``--cluster FILE`` that emulated cluster too (its CPU budgets apply
+``--workers`` (default 4,8) (with ``--exec``, each N again with every worker importing TensorFlow itself
+instead of being forked from the fork server, ``PERFKIT_WORKER_START=exec``), and with ``--cluster FILE``
+that emulated cluster too (its CPU budgets apply
 from training: ``docs/multi-worker.md``), each one epoch of the tiny preset without a trace window (nothing
 after the first step is measured). Figure: ``perfkit analyze``'s "command to first step" (the command's
 start to the earliest first step of any worker), its ratio to the single run of the same round, and the CPU
@@ -22,8 +24,10 @@ from typing import Any
 from perfkit.bench._common import (Report, conclude, finish_args, fmt_range, heading, interleave, make_parser,
                                    markdown_table, progress, ratios, stats)
 from perfkit.bench._runs import Training, perfkit_run, runs_dir
+from perfkit.trainer.forkserver import START_VAR
 
 NAME = "startup"
+EXEC = " (exec)"
 TARGETS = {4: 1.7, 8: 2.5}  # x the single run's command to first step
 
 
@@ -31,12 +35,15 @@ def arms(args: argparse.Namespace) -> dict[str, Callable[[int], Training]]:
     runs = runs_dir(args.results_root, NAME, args.stamp)
     base = ["--preset", "tiny", "--epochs", "1", "--no-profile"]
 
-    def arm(label: str, extra: list[str]) -> Callable[[int], Training]:
-        return lambda i: perfkit_run(f"{label} #{i + 1}", [*extra, *base], runs, args.timeout)
+    def arm(label: str, extra: list[str], env: dict[str, str] | None = None) -> Callable[[int], Training]:
+        return lambda i: perfkit_run(f"{label} #{i + 1}", [*extra, *base], runs, args.timeout, env)
 
     out = {"single": arm("single", ["--mode", "single"])}
     for n in args.workers:
         out[f"{n} workers"] = arm(f"{n} workers", ["--mode", "multi", "--workers", str(n)])
+        if args.exec:  # the same launch with every worker importing TensorFlow itself: what the fork server saves
+            out[f"{n} workers{EXEC}"] = arm(f"{n} workers{EXEC}", ["--mode", "multi", "--workers", str(n)],
+                                            {START_VAR: "exec"})
     if args.cluster:
         out[f"emulated {args.cluster.stem}"] = arm(f"emulated {args.cluster.stem}",
                                                    ["--mode", "multi", "--cluster", str(args.cluster)])
@@ -44,7 +51,7 @@ def arms(args: argparse.Namespace) -> dict[str, Callable[[int], Training]]:
 
 
 def measure(args: argparse.Namespace) -> Report:
-    report = Report(NAME, {"repeats": args.repeats, "workers": args.workers,
+    report = Report(NAME, {"repeats": args.repeats, "workers": args.workers, "exec": args.exec,
                            "cluster": str(args.cluster) if args.cluster else None})
     report.targets = {f"{n}w_ratio_max": TARGETS[n] for n in args.workers if n in TARGETS}
     got = interleave(arms(args), args.repeats, progress)
@@ -106,7 +113,7 @@ def table(report: Report) -> str:
 
 
 def _target(name: str) -> str:
-    n = int(name.split()[0]) if name.split()[0].isdigit() else None
+    n = int(name.split()[0]) if name.split()[0].isdigit() and not name.endswith(EXEC) else None
     return f"<= {TARGETS[n]}x" if n in TARGETS else ""
 
 
@@ -114,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     p = make_parser(NAME, __doc__, default_preset=None, default_repeats=5)
     p.add_argument("--workers", default="4,8", help="comma-separated worker counts (each divides the tiny batch)")
     p.add_argument("--cluster", type=Path, default=None, help="an emulated cluster file to start as well")
+    p.add_argument("--exec", action="store_true",
+                   help=f"also start each worker count with {START_VAR}=exec (every worker imports TensorFlow)")
     args = p.parse_args(argv)
     try:
         args.workers = sorted({int(w) for w in str(args.workers).split(",") if w.strip()})

@@ -36,7 +36,7 @@ from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.hosts.hostenv import HostEnv
 from perfkit.trainer.multi import (MultiOptions, Supervision, placement_meta, placements_payload, run_dir_id,
                                    supervise_run, warn_setup)
-from perfkit.trainer.processes import worker_env
+from perfkit.trainer.forkserver import worker_env
 from perfkit.trainer.worker.env import AUTO_VAR, STEP_FUNCTION_VAR
 from perfkit.trainer.worker.part import INDEX_VAR, RUN_DIR_VAR, command_identity, plan_config
 

@@ -27,6 +27,7 @@ from perfkit.profiler.sampler import Sampler, Target
 from perfkit.profiler.tracewindow import finish_traces
 from perfkit.results import RUN_FILE, RunDir, new_run_id
 from perfkit.trainer.hosts.hostenv import HostEnv
+from perfkit.trainer.forkserver import WorkerStart, start_fork_server
 from perfkit.trainer.processes import Failure, Launcher, write_launch_file
 from perfkit.trainer.supervise import raise_for, supervise
 
@@ -76,19 +77,30 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
     rid = run_dir_id(run_id, opts, cfg.mode.value, cfg.label)
     dir_name = f"{rid}--{sanitize_id(opts.part)}" if opts.part else rid
     RunDir.path_for(results_dir, dir_name)
-    observer.phase("preparing data")
-    data_info = _ensure_data(cfg, results_dir / "datasets", n)
-    env = HostEnv.setup(opts.cluster, opts.local_workers, opts.part, opts.emulate, opts.pin, opts.allow_unenforced,
-                        dir_name, defer_budgets=True)  # perfkit's workers report 'training' (docs/multi-worker.md)
+    # TensorFlow's import, once for every local worker, goes on while the data and the hosts are prepared.
+    results_dir.mkdir(parents=True, exist_ok=True)
+    forks = start_fork_server(results_dir / f".{dir_name}.forkserver.log")
+    if forks.server is None and forks.why.startswith("no fork server"):
+        observer.warning(f"each worker imports TensorFlow itself: {forks.why}")
+    try:
+        observer.phase("preparing data")
+        data_info = _ensure_data(cfg, results_dir / "datasets", n)
+        env = HostEnv.setup(opts.cluster, opts.local_workers, opts.part, opts.emulate, opts.pin,
+                            opts.allow_unenforced, dir_name, defer_budgets=True)  # (docs/multi-worker.md)
+    except BaseException:
+        forks.close()
+        raise
     try:
         warn_setup(env, observer)
         run = RunDir.create(results_dir, dir_name, {**_meta(cfg, opts, env, rid, data_info), **(extra_meta or {})})
+        forks.move_log(run.path / "forkserver.log")
         # Temporary folders, removed on every exit path (by the janitor, so even after a SIGKILL).
         env.janitor.register("glob", run.path / "tensorboard" / ".capture-*")
         env.janitor.register("dir", run.path / "backup")
         env.janitor.register("run", run.path)  # marked interrupted by the janitor if this process dies
-        return _launch(cfg, opts, run, env, observer, results_dir)
+        return _launch(cfg, opts, run, env, observer, results_dir, forks)
     finally:
+        forks.close()
         for line in env.close():
             observer.warning(f"could not remove {line}")
 
@@ -120,10 +132,11 @@ class Supervision:
     recover_profiler: bool = False
     profile_retries: int = 0
     spawn: Any = None  # None: perfkit's own worker (launcher.PerfkitWorker)
+    forks: WorkerStart | None = None  # how perfkit's own workers start: forked with TensorFlow imported, or not
 
 
 def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, env: HostEnv, observer: Observer,
-            results_dir: Path) -> Path:
+            results_dir: Path, forks: WorkerStart) -> Path:
     def payload(attempt: int, profile_spec: str | None) -> dict[str, Any]:
         config = {**cfg.to_dict(), "profile_steps": profile_spec or cfg.profile_steps}
         # A backup also lets a cluster resume after TF's profiler crashed a worker (see supervise).
@@ -137,8 +150,9 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, env: HostEnv, obser
 
     # One host of a cluster cannot restart its workers alone.
     supervise_run(run, env, opts, observer, Supervision(
-        payload, cfg.sample_interval, cfg.profile_steps, recover_profiler=cfg.profile_steps != "off" and opts.part is None,
-        profile_retries=cfg.profile_retries))
+        payload, cfg.sample_interval, cfg.profile_steps,
+        recover_profiler=cfg.profile_steps != "off" and opts.part is None, profile_retries=cfg.profile_retries,
+        forks=forks))
     return run.path
 
 
@@ -151,7 +165,7 @@ def supervise_run(run: RunDir, env: HostEnv, opts: MultiOptions, observer: Obser
     RunFailed / RunInterrupted when it did not complete."""
     sampler = Sampler(sup.sample_interval, [Target(os.getpid(), -1, "launcher", hostname())])
     launcher = Launcher(run, env.cluster, env.placements, env, sampler, observer, opts.connect_timeout,
-                        opts.hang_timeout, sup.spawn)
+                        opts.hang_timeout, sup.spawn, sup.forks.server if sup.forks else None)
     sampler.start()
     failure, restarts = None, []
     try:
@@ -172,7 +186,8 @@ def supervise_run(run: RunDir, env: HostEnv, opts: MultiOptions, observer: Obser
             observer.training_finished()
         except OSError as exc:  # a closed terminal (SIGHUP): the run must still be recorded
             log.warning("could not show the end of training: %s", exc)
-        failure = _finish(run, sup.profile_spec, env, launcher, sampler, failure, restarts)
+        failure = _finish(run, sup.profile_spec, env, launcher, sampler, failure, restarts,
+                          sup.forks.record() if sup.forks else None)
     raise_for(failure, run)
 
 
@@ -182,7 +197,8 @@ def _launcher_error(exc: Exception) -> Failure:
 
 
 def _finish(run: RunDir, profile_spec: str, env: HostEnv, launcher: Launcher, sampler: Sampler,
-            failure: Failure | None, restarts: list[dict[str, Any]]) -> Failure | None:
+            failure: Failure | None, restarts: list[dict[str, Any]],
+            start: dict[str, Any] | None = None) -> Failure | None:
     """Record how the run ended; the failure to report, which is a full or read-only results disk when the
     run's own tables or run.json could not be written (nothing half-written: every write is atomic)."""
     sampled = sampler.stop()
@@ -208,6 +224,7 @@ def _finish(run: RunDir, profile_spec: str, env: HostEnv, launcher: Launcher, sa
     try:
         run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
                    failure=failure.details if failure else None, workers=workers, **({"plan": plan} if plan else {}),
+                   **({"worker_start": start} if start else {}),
                    cluster={**run.meta["cluster"], "cpu_budget": env.budget_meta()})
     except OSError as exc:
         return _unrecorded(run, failure, exc)

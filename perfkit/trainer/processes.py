@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psutil
@@ -30,6 +31,7 @@ from perfkit.events import Observer
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.results import RunDir, write_json
 from perfkit.trainer import hang
+from perfkit.trainer.forkserver import Adopted, ForkServer, worker_env
 from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.probe import listening, lost_links, unreachable
 from perfkit.trainer.worker.heartbeat import HEARTBEAT_FILE, read_heartbeat
@@ -48,7 +50,7 @@ STOP_GRACE_S = 3.0
 @dataclass
 class Worker:
     placement: Placement
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | Adopted | None = None
     status: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -69,6 +71,7 @@ class PerfkitWorker:
 
     reports = True  # writes status.json from its first instant: the launcher can rely on its states
     forms_cluster = True
+    forkable = True  # the fork server (forkserver.py) can start it with TensorFlow already imported
 
     def command(self, run: RunDir, placement: Placement) -> list[str]:
         return [sys.executable, "-m", "perfkit.trainer.worker.main", str(run.path), str(placement.index)]
@@ -80,9 +83,10 @@ class PerfkitWorker:
 class Launcher:
     def __init__(self, run: RunDir, cluster: ClusterSpec, placements: list[Placement], env: HostEnv | None,
                  sampler: Sampler, observer: Observer, connect_timeout: float, hang_timeout: float | None = None,
-                 spawn: Any = None) -> None:
+                 spawn: Any = None, forks: ForkServer | None = None) -> None:
         self.run, self.cluster, self.env = run, cluster, env
         self.spawn = spawn or PerfkitWorker()  # or a user's command (perfkit.trainer.command.UserCommand)
+        self.forks = forks if getattr(self.spawn, "forkable", False) else None
         self.sampler, self.observer, self.connect_timeout = sampler, observer, connect_timeout
         self.hang_timeout = hang_timeout  # None: derived from the run's own pauses (hang.Progress)
         self.progress = self._new_progress()
@@ -103,17 +107,23 @@ class Launcher:
             (wdir / "status.json").unlink(missing_ok=True)
             (wdir / CLAIM_FILE).unlink(missing_ok=True)  # this attempt's recording process claims it anew
             (wdir / HEARTBEAT_FILE).unlink(missing_ok=True)
-            prefix = self.env.wrap(w.index) if self.env else []  # its host's network namespace
-            with open(wdir / "worker.log", "ab") as out:
-                w.proc = subprocess.Popen(
-                    [*prefix, *self.spawn.command(self.run, w.placement)],
-                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                    env=self.spawn.environment(self.run, self.cluster, w.placement))
+            w.proc = self._spawn(w, wdir / "worker.log")
             if self.env:
                 self.env.started(w.index, w.proc.pid)
             self.sampler.watch(Target(w.proc.pid, w.index, self.cluster.tasks[w.index].role, w.placement.host))
             w.status = {}
         self.progress, self._beats = self._new_progress(), {}
+
+    def _spawn(self, w: Worker, log_path: Path) -> subprocess.Popen[bytes] | Adopted:
+        """Forked with TensorFlow imported where the fork server runs; else a new process in its own session."""
+        argv = self.spawn.command(self.run, w.placement)
+        env = self.spawn.environment(self.run, self.cluster, w.placement)
+        if self.forks is not None:
+            return self.forks.spawn(argv, env, log_path, self.env.netns(w.index) if self.env else None)
+        prefix = self.env.wrap(w.index) if self.env else []  # its host's network namespace
+        with open(log_path, "ab") as out:
+            return subprocess.Popen([*prefix, *argv], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env=env)
 
     def _new_progress(self) -> hang.Progress:
         if self.spawn.forms_cluster:
@@ -274,7 +284,7 @@ class Launcher:
         self.stop()
 
     def _signal_running(self, sig: signal.Signals, grace: float,
-                        also: signal.Signals | None = None) -> list[subprocess.Popen[bytes]]:
+                        also: signal.Signals | None = None) -> list[subprocess.Popen[bytes] | Adopted]:
         """Send ``sig`` (and ``also``) to every running worker; those still running after ``grace``."""
         running = [w.proc for w in self.workers if w.proc is not None and w.proc.poll() is None]
         for proc in running:
@@ -412,15 +422,6 @@ class Launcher:
                 for w in self.workers]
 
 
-def worker_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("TF_CONFIG", None)  # each worker sets its own
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONFAULTHANDLER"] = "1"  # a crash inside TensorFlow leaves every thread's Python stack in worker.log
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # the worker log keeps TF's warnings
-    return env
-
-
 def _is_consequence(error: str | None) -> bool:
     """An error that a worker gets because a peer went away, not a cause of its own. DeadlineExceededError:
     the coordination service's heartbeat to a peer timed out (a cut link: "Collective ops is aborted by:
@@ -428,7 +429,7 @@ def _is_consequence(error: str | None) -> bool:
     return bool(error) and any(k in error for k in ("UnavailableError", "DeadlineExceededError", "aborted"))
 
 
-def _signal(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+def _signal(proc: subprocess.Popen[bytes] | Adopted, sig: signal.Signals) -> None:
     try:
         proc.send_signal(sig)
     except ProcessLookupError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -77,15 +78,18 @@ def wait_for_status(results: Path, worker: int, key: str, value: Any, proc: subp
 
 
 def worker_processes(scope: Path) -> list[psutil.Process]:
-    """perfkit's worker processes (worker, parameter server or chief) of the runs under ``scope`` (a test's
-    folder): tests that run side by side never count each other's workers."""
-    out = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info.get("cmdline") or []
-        if "perfkit.trainer.worker.main" in cmd:
-            args = cmd[cmd.index("perfkit.trainer.worker.main") + 1:]
-            if args and Path(args[0]).resolve().is_relative_to(scope.resolve()):
-                out.append(p)
+    """perfkit's worker processes (worker, parameter server or chief) and fork servers of the runs under
+    ``scope`` (a test's folder), found by what their output goes to: a ``worker.log`` or ``forkserver.log``
+    under it. Not by command line: a forked worker has its fork server's. Tests that run side by side never
+    count each other's workers."""
+    out, root = [], scope.resolve()
+    for p in psutil.process_iter():
+        try:
+            target = Path(os.readlink(f"/proc/{p.pid}/fd/1"))
+        except OSError:  # gone, or no stdout
+            continue
+        if target.name in ("worker.log", "forkserver.log") and target.is_relative_to(root):
+            out.append(p)
     return out
 
 

@@ -17,8 +17,9 @@ from perfkit.trainer.worker.part import Status, process_started_ns
 S = 1_000_000_000
 
 
-def _record(tmp_path: Path, workers: list[dict]) -> RunRecord:
-    run = RunDir.create(tmp_path, "r", {"mode": "multi", "command_started_wall_ns": 100 * S, "workers": workers})
+def _record(tmp_path: Path, workers: list[dict], **meta: object) -> RunRecord:
+    run = RunDir.create(tmp_path, "r", {"mode": "multi", "command_started_wall_ns": 100 * S, "workers": workers,
+                                        **meta})
     steps = pd.DataFrame({"worker": [0, 0], "epoch": 0, "step": [0, 1], "t_start_ns": [5 * S, 6 * S],
                           "t_end_ns": [6 * S, 7 * S], "duration_s": 1.0, "samples": 8})
     run.write_frame("workers/0/steps.parquet", steps.drop(columns="worker"))
@@ -42,6 +43,23 @@ def test_each_phase_runs_from_its_state_to_the_next_and_the_last_to_the_first_st
     assert math.isnan(got["cpu_s"].iloc[4]), "no CPU figure at the first step: not invented"
     assert got["wall_s"].sum() == pytest.approx(12), "the phases add up to the command's start-up"
     assert set(got["worker"]) == {0}
+
+
+def test_a_forked_worker_shows_the_fork_servers_import_and_its_wait_for_the_fork(tmp_path: Path) -> None:
+    phases = [{"state": "starting", "t_wall_ns": 108 * S, "cpu_s": 0.01},
+              {"state": "training", "t_wall_ns": 110 * S, "cpu_s": 1.0}]
+    worker = {"index": 0, "anchor_wall_ns": 107 * S, "anchor_mono_ns": 0, "started_wall_ns": 107 * S,
+              "phases": phases}
+    late = {**worker, "index": 1, "started_wall_ns": 104 * S}  # started before the server was ready: not forked
+    start = {"method": "fork", "started_wall_ns": 101 * S, "ready_wall_ns": 105 * S, "import_cpu_s": 3.5}
+    got = startup_phases(_record(tmp_path, [worker, late], worker_start=start))
+    mine = got[got["worker"] == 0]
+    assert mine["phase"].tolist() == ["launcher", "import (fork server)", "fork", "python", "starting", "training"]
+    assert mine["wall_s"].tolist() == pytest.approx([1, 4, 2, 1, 2, 2])
+    assert mine["cpu_s"].iloc[:3].isna().all(), "the server's CPU is not the worker's (worker_start has it)"
+    assert got[got["worker"] == 1]["phase"].tolist()[:2] == ["launcher", "python"]
+    exec_run = startup_phases(_record(tmp_path / "x", [worker], worker_start={**start, "method": "exec"}))
+    assert exec_run["phase"].tolist()[:2] == ["launcher", "python"]
 
 
 def test_the_summary_is_the_median_over_runs_of_the_median_worker() -> None:

@@ -72,6 +72,10 @@ class HostEnv:
     def wrap(self, index: int) -> list[str]:
         return self.sandbox.wrap(self.cluster.tasks[index].host)
 
+    def netns(self, index: int) -> str | None:
+        """The network namespace file of worker ``index``'s host, or None when it shares this machine's."""
+        return self.sandbox.path(self.cluster.tasks[index].host)
+
     def started(self, index: int, pid: int) -> None:
         """Put a new worker into its host's group (before it computes anything), and tell the janitor, which
         stops it if the launcher dies (``janitor.finish_run``)."""

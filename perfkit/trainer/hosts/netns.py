@@ -140,8 +140,13 @@ class Sandbox:
 
     def wrap(self, host: str) -> list[str]:
         """The command prefix that starts a process inside ``host``'s namespace (empty without one)."""
+        path = self.path(host)
+        return ["nsenter", f"--net={path}", "--"] if path else []
+
+    def path(self, host: str) -> str | None:
+        """``host``'s namespace as a file, for a process that enters it itself (a forked worker)."""
         ns = self.namespaces.get(host)
-        return ["nsenter", f"--net={NETNS_DIR / ns}", "--"] if ns else []
+        return str(NETNS_DIR / ns) if ns else None
 
     def close(self) -> list[str]:
         from perfkit.trainer.hosts.janitor import remove
