@@ -111,11 +111,15 @@ class ForkServer:
     def _read(self, timeout: float, doing: str) -> dict[str, Any]:
         ready, _, _ = select.select([self._reader], [], [], timeout)
         line = self._reader.readline() if ready else ""
-        if not line:
-            code = self.proc.poll()
-            why = f"exited with code {code}" if code is not None else f"did not {doing} within {timeout:g} s"
-            raise ForkServerError(f"the worker fork server (pid {self.proc.pid}) {why}; see {self.log}")
-        return json.loads(line)
+        if line:
+            return json.loads(line)
+        why = f"did not {doing} within {timeout:g} s"
+        if ready:  # its end of the pipe closed: it exited (its exit status follows the close within moments)
+            try:
+                why = f"exited with code {self.proc.wait(timeout=10)}"
+            except subprocess.TimeoutExpired:
+                why = "closed its pipe without exiting"
+        raise ForkServerError(f"the worker fork server (pid {self.proc.pid}) {why}; see {self.log}")
 
     def move_log(self, path: Path) -> None:
         os.replace(self.log, path)  # the server keeps writing to it: same file, same descriptor

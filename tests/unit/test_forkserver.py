@@ -23,6 +23,7 @@ def _child(code: int | None, sleep: float = 0.0) -> int:
     if pid == 0:
         try:
             if code is None:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler another test left in this process
                 signal.pause()
             time.sleep(sleep)
         finally:
