@@ -184,6 +184,7 @@ def start_fork_server(log: Path, environ: Any = None) -> WorkerStart:
     if method == "exec":
         return WorkerStart("exec", f"{START_VAR}=exec")
     try:
+        log.parent.mkdir(parents=True, exist_ok=True)  # the results folder: the run will be made in it
         return WorkerStart("fork", "one TensorFlow import, forked for each local worker", ForkServer(log, worker_env()))
     except (ForkServerError, OSError) as exc:
         return WorkerStart("exec", f"no fork server: {exc}")

@@ -78,7 +78,6 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
     dir_name = f"{rid}--{sanitize_id(opts.part)}" if opts.part else rid
     RunDir.path_for(results_dir, dir_name)
     # TensorFlow's import, once for every local worker, goes on while the data and the hosts are prepared.
-    results_dir.mkdir(parents=True, exist_ok=True)
     forks = start_fork_server(results_dir / f".{dir_name}.forkserver.log")
     if forks.server is None and forks.why.startswith("no fork server"):
         observer.warning(f"each worker imports TensorFlow itself: {forks.why}")

@@ -48,7 +48,8 @@ def test_adopted_reports_a_signal_as_popen_does_and_never_signals_a_reaped_pid()
 
 def test_the_start_method_comes_from_the_environment_and_a_bad_value_names_it(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=f"{START_VAR}='spawn': valid values are fork, exec"):
-        start_fork_server(tmp_path / "fs.log", {START_VAR: "spawn"})
+        start_fork_server(tmp_path / "results" / "fs.log", {START_VAR: "spawn"})
+    assert not (tmp_path / "results").exists(), "refused before anything is made"
     chosen = start_fork_server(tmp_path / "fs.log", {START_VAR: "exec"})
     assert chosen.server is None and chosen.record() == {"method": "exec", "why": f"{START_VAR}=exec"}
     assert not (tmp_path / "fs.log").exists()
