@@ -103,17 +103,19 @@ class _Terms:
 
 
 def advice_table(split: StepSplit, trace: pd.DataFrame | None, model: StepModel, row: dict[str, Any],
-                 meta: RunMeta, record: RunRecord | None = None, cpu: CpuSamples | None = None) -> pd.DataFrame:
+                 meta: RunMeta, record: RunRecord | None = None, cpu: CpuSamples | None = None,
+                 window: WindowCost | None = None) -> pd.DataFrame:
     """ADVICE_COLUMNS, ranked by cost share of the steady epoch; empty for one worker or no steady epoch.
     ``record`` (the run's step records and CPU samples) adds the oversubscribed threads and the trace window;
-    ``cpu``: its ``CpuSamples`` when the caller has them (else taken from ``record`` again)."""
+    ``cpu``: its ``CpuSamples`` and ``window``: its ``window_cost`` when the caller has them (else taken from
+    ``record`` again)."""
     epoch = float(row.get("steady_epoch_s", math.nan))
     if split.workers < 2 or not math.isfinite(epoch) or epoch <= 0:
         return pd.DataFrame(columns=ADVICE_COLUMNS)
     t = _terms(split, trace, model, epoch, meta)
     knobs = (meta.config or {}).get("knobs") or {}
     launched = bool(meta.launch)
-    window = window_cost(split, record) if record is not None else None
+    window = window if window is not None or record is None else window_cost(split, record)
     growth = _window_growth(window, meta, _steady_epochs(row), TRY_K)
     rows = [_reductions(t, knobs), _framework(t, knobs, growth), _gradients(t, knobs), _straggler(t, row, split),
             _input(t, knobs), _validation(model, epoch)]

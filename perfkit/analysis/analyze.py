@@ -21,6 +21,7 @@ import pandas as pd
 from perfkit.analysis import cpu as cpu_fig
 from perfkit.analysis import runcache
 from perfkit.analysis.advice import advice_table
+from perfkit.analysis.overheads import window_cost, window_seconds
 from perfkit.analysis.answer import assumption_lines
 from perfkit.analysis.command import NO_STEPS, command_row, exit_codes, stepless, stepless_worker_rows, worker_indices
 from perfkit.analysis.load import LoadedRun
@@ -104,7 +105,8 @@ def _cat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 RUN_COLUMNS = [
     "run_id", "is_baseline", "mode", "strategy", "ps", "step_shares", "min_step_share", "min_share_worker",
     "min_share_vs_even", "status", "preset", "data", "workers", "hosts", "epochs", "steady_epoch_s",
-    "steady_is_warmup", "fit_s", "startup_s", "steady_samples_per_s", "samples", "steady_epoch_samples", "cpu_s",
+    "steady_is_warmup", "trace_window_s", "trace_window_epoch", "fit_s", "startup_s", "steady_samples_per_s",
+    "samples", "steady_epoch_samples", "cpu_s",
     "cpu_s_per_1k_samples", "rss_peak_max_bytes", "command_wall_s", "command_cpu_s", "steps_note", "val_loss",
     "val_accuracy", "val_auc",
     "split_source", "split_note", "steps_compared",
@@ -135,6 +137,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         split = estimate_split(rec, cpu, run.num_workers, run.no_trace)
     strag = stragglers(split, rec) if split is not None else None
     model = StepModel.of(split, rec, epochs) if strag is not None else None
+    window = window_cost(split, rec) if split is not None else None
     # CPU totals of a run whose sampler missed a worker would be partial: left out (the loader warns)
     expected = worker_indices(rec.run) if no_steps else set(rec.steps["worker"].unique())
     sampled = bool(expected) and set(cpu.workers["worker"].unique()) >= expected
@@ -149,6 +152,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         "preset": rec.run.preset, "data": describe_data(rec.run), "workers": run.num_workers,
         "hosts": len(set(cpu_fig.worker_hosts(rec.run).values())) or 1, "epochs": summary.epochs,
         "steady_epoch_s": summary.steady_epoch_s, "steady_is_warmup": summary.steady_is_warmup,
+        "trace_window_s": window_seconds(window), "trace_window_epoch": window.epoch + 1 if window else None,
         "fit_s": summary.fit_s, "startup_s": summary.startup_s, "steady_samples_per_s": summary.steady_samples_per_s,
         "samples": samples,
         "steady_epoch_samples": summary.steady_epoch_samples,
@@ -167,7 +171,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         timeline=cpu_fig.cpu_timeline(cpu).assign(**tag), ops=_top_ops(run).assign(**tag),
         steps_timeline=(step_timeline(split, rec, model) if strag is not None and run.num_workers > 1
                         else pd.DataFrame()).assign(**tag),
-        advice=(advice_table(split, run.trace, model, row, rec.run, rec, cpu) if model is not None and split is not None
+        advice=(advice_table(split, run.trace, model, row, rec.run, rec, cpu, window) if model is not None and split is not None
                 else pd.DataFrame()).assign(**tag),
         startup=startup_phases(rec).assign(**tag))
 

@@ -116,6 +116,12 @@ def window_cost(split: StepSplit, record: RunRecord) -> WindowCost | None:
     return WindowCost(float(per.median()), float(per.min()), float(per.max()), len(traced), extras[0][1])
 
 
+def window_seconds(w: WindowCost | None) -> float:
+    """Seconds the trace window added to the epoch that held it (NaN: no trace, or no untraced steps of a
+    steady epoch to compare with)."""
+    return max(0.0, w.extra_s) if w is not None else math.nan
+
+
 def _keys(df: pd.DataFrame, width: int) -> np.ndarray:
     return df["epoch"].to_numpy().astype("int64") * width + df["step"].to_numpy().astype("int64")
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from perfkit.analysis.groups import Groups
 from perfkit.results import RunRecord
 
 
@@ -114,11 +115,12 @@ def cpu_table_of(cpu: pd.DataFrame) -> pd.DataFrame:
     if cpu.empty:
         return pd.DataFrame(columns=cols)
     per_tick = per_worker_tick(cpu, {"cpu_percent": "sum", "rss_bytes": "sum", "num_threads": "sum"})
-    grouped = per_tick.groupby("worker")
-    out = grouped.agg(host=("host", "first"), samples=("cpu_percent", "size"), cpu_mean=("cpu_percent", "mean"),
-                      rss_peak_bytes=("rss_bytes", "max"), threads_max=("num_threads", "max"))
-    out["cpu_p95"] = grouped["cpu_percent"].quantile(0.95)
-    return out.reset_index()[cols]
+    g = Groups.of(per_tick["worker"])
+    percent = per_tick["cpu_percent"].to_numpy()
+    out = pd.DataFrame({"worker": g.keys, "host": g.first(per_tick["host"]), "samples": g.sizes,
+                        "cpu_mean": g.mean(percent), "cpu_p95": g.quantile(percent, 0.95),
+                        "rss_peak_bytes": g.max(per_tick["rss_bytes"]), "threads_max": g.max(per_tick["num_threads"])})
+    return out[cols]
 
 
 def per_worker_tick(cpu: pd.DataFrame, how: dict[str, str]) -> pd.DataFrame:

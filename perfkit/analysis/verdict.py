@@ -51,7 +51,21 @@ def _baseline_lines(a: Analysis) -> list[str]:
              f"{b.steady_samples_per_s:,.0f} samples/s" if ok(b.steady_samples_per_s) else None,
              f"{num(b.cpu_s_per_1k_samples)} CPU-seconds per 1,000 samples" if ok(b.cpu_s_per_1k_samples) else None]
     text = f"Baseline: {b.run_id} ({b['mode']}, {a.baseline_note}): " + ", ".join(p for p in parts if p)
-    return [text + _cpu_per_process(a, b.run_id) + "."]
+    return [text + _cpu_per_process(a, b.run_id) + "." + window_note(b)]
+
+
+def window_note(row: Any) -> str:
+    """What perfkit's own trace window cost this run, where it could be measured."""
+    cost, epoch = getattr(row, "trace_window_s", None), getattr(row, "trace_window_epoch", None)
+    if not ok(cost) or not ok(epoch):
+        return ""
+    if cost < 0.005:
+        return (f" perfkit's trace window cost nothing measurable in epoch {int(epoch)} (its steps ran no slower "
+                "than that epoch's median).")
+    steady = getattr(row, "steady_epoch_s", None)
+    share = f" ({cost / steady:.0%} of a steady epoch)" if ok(steady) and steady > 0 else ""
+    return (f" perfkit's trace window added {cost:.2f} s to epoch {int(epoch)}{share}; --profile-steps off "
+            "leaves it out.")
 
 
 def _cpu_per_process(a: Analysis, run_id: str) -> str:
@@ -70,7 +84,7 @@ def run_lines(row: Any, base: Any, a: Analysis) -> list[str]:
         return _command_cpu_lines(row, base, a) + _cpu_lines(row, base, a)
     note = str(row.split_note)
     est = "" if row.split_source == "trace" else note[:1].upper() + note[1:]
-    lines = [_speed_line(row, base)]
+    lines = [_speed_line(row, base) + window_note(row)]
     if row.mode == "ps":
         lines += _async_lines(row)
     elif present(row.split_source) and row.workers > 1:  # one worker: nobody to wait for

@@ -42,7 +42,8 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis.cpu import host_budgets, worker_hosts
-from perfkit.analysis.stragglers import STEP_KEY, StepSplit, allowances, held_to_a_core, work_per_step
+from perfkit.analysis.stragglers import (STEP_KEY, StepBlocks, StepSplit, allowances, held_to_a_core, row_median,
+                                         work_per_step)
 from perfkit.analysis.summary import final_attempt
 from perfkit.results import RunMeta, RunRecord
 
@@ -112,11 +113,16 @@ def trace_factor(steps: pd.DataFrame, split: StepSplit) -> float:
     if split.source != "trace" or steps.empty:
         return 1.0
     steps = steps[steps["epoch"] > steps["epoch"].min()] if steps["epoch"].nunique() > 1 else steps
-    traced = pd.MultiIndex.from_arrays([split.steps["epoch"], split.steps["step"]])
-    mask = pd.MultiIndex.from_arrays([steps["epoch"], steps["step"]]).isin(traced)
+    width = int(max(split.steps["step"].max(), steps["step"].max())) + 1
+
+    def key(df: pd.DataFrame) -> np.ndarray:  # (epoch, step) as one integer: a MultiIndex isin took 0.9 s
+        return df["epoch"].to_numpy().astype("int64") * width + df["step"].to_numpy().astype("int64")
+
+    mask = np.isin(key(steps), pd.unique(key(split.steps)))
     if not mask.any() or mask.all():
         return 1.0
-    return float(steps.loc[~mask, "duration_s"].median() / steps.loc[mask, "duration_s"].median())
+    duration = steps["duration_s"].to_numpy(dtype=float)
+    return float(np.nanmedian(duration[~mask]) / np.nanmedian(duration[mask]))
 
 
 @dataclass(frozen=True)
@@ -201,8 +207,11 @@ class StepModel:
             return None
         own_busy = df.groupby("worker")["busy_s"].median()
         rel = df["busy_s"] / df["worker"].map(own_busy).replace(0.0, math.nan)
-        per = df.assign(rel=rel).groupby(STEP_KEY).agg(jitter=("rel", "max"), transfer=("transfer_s", "first"),
-                                                       inp=("input_s", "median"))
+        blocks = StepBlocks.of(df, split.workers)  # one row per step, one column per worker
+        keys = pd.Index(blocks.matrix(df[STEP_KEY])[:, 0].astype("int64"), name=STEP_KEY)
+        per = pd.DataFrame({"jitter": np.fmax.reduce(blocks.matrix(rel), axis=1),
+                            "transfer": blocks.matrix(df["transfer_s"])[:, 0],
+                            "inp": row_median(blocks.matrix(df["input_s"]))}, index=keys)
         own = float(per["transfer"].median())
         cal = calibrated_transfer(record.run, split)
         steady, left_out = untraced_steady(epochs, split)

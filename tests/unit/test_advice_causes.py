@@ -133,6 +133,21 @@ def test_the_trace_window_costs_its_steps_extra_time_spread_over_the_steady_epoc
     assert row["knob"] == "--profile-steps off" and per_epoch(row.name) and not per_epoch("input")
 
 
+def test_the_verdict_says_what_the_trace_window_cost_this_run(tmp_path: Path) -> None:
+    """Issue 31: where the window's fixed cost cannot go lower, the summary says what it cost in this run."""
+    from perfkit.analysis.verdict import verdict
+
+    [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
+    _traced_window(run, {0: 0.3, 1: 0.2})
+    base = single_run(tmp_path, BASE)
+    a = analyze([base, run], tmp_path, BASE)
+    row = a.runs.set_index("run_id").loc[run.name]
+    assert row["trace_window_s"] == pytest.approx((0.6 + 0.5) / 2) and row["trace_window_epoch"] == 2
+    assert pd.isna(a.runs.set_index("run_id").loc[BASE, "trace_window_s"]), "its trace has no window to compare"
+    said = [line for line in verdict(a) if run.name in line and "trace window added 0.55 s to epoch 2" in line]
+    assert said and "--profile-steps off" in said[0]
+
+
 def _window_of(run: Path, steps: range, extra: float, after: float = 0.0, val: float = 0.0) -> None:
     """The trace holds epoch 1's ``steps`` only, each ``extra`` s longer in the step records; the step after
     them ``after`` s longer, epoch 1's validation ``val`` s longer."""

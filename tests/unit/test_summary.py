@@ -94,7 +94,7 @@ def test_workers_of_one_host_sampled_by_separate_samplers_are_summed_per_interva
     t0 = np.arange(10) * S // 2
     df = pd.concat([pd.DataFrame({"worker": 0, "t_ns": t0, "cpu_percent": 80.0}),
                     pd.DataFrame({"worker": 1, "t_ns": t0 + S // 5, "cpu_percent": 90.0})], ignore_index=True)
-    summed = _host_sum(df)
+    summed = _host_sum(df["worker"].to_numpy(), df["t_ns"].to_numpy(), df["cpu_percent"].to_numpy())
     assert len(summed) >= 9 and (summed == 170.0).all()
 
 

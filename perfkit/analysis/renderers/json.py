@@ -58,6 +58,11 @@ KEYS: dict[str, dict[str, str]] = {
         "workers": "worker processes (1 for single)", "hosts": "hosts in the cluster", "epochs": "epochs recorded",
         "steady_epoch_s": "median epoch time (train + validation, worker 0) over the epochs after the first",
         "steady_is_warmup": "true when only one epoch ran (the figure includes warm-up)",
+        "trace_window_s": "seconds perfkit's trace window added to the epoch that held it: its traced steps and "
+        "the step after them (the capture stopped and written) over the epoch's median untraced step, median over "
+        "the workers (a window that ends its epoch: that epoch's validation over the others'); null without a "
+        "trace or untraced steps to compare with",
+        "trace_window_epoch": "the epoch that held the trace window (counted from 1)",
         "fit_s": "first step start to last epoch end",
         "startup_s": "command to first step: the run's launch (the command's start for the first run of a command, "
         "the run's own start for a later one, e.g. the multi run of perfkit compare) to the earliest first step",
