@@ -86,7 +86,7 @@ def drop_cache(root: Path) -> None:
 
 
 def _arms(case: str, root: Path, args: argparse.Namespace) -> dict[str, Callable[[int], Proc]]:
-    out = root / "analysis"
+    out = root.resolve() / "analysis"
     html = ["--html", str(out / "report.html")]
     as_json = ["--format", "json", "--output", str(out / "analysis.json"), "--no-html"]
 
@@ -94,8 +94,9 @@ def _arms(case: str, root: Path, args: argparse.Namespace) -> dict[str, Callable
         def measure(i: int) -> Proc:
             if fresh:
                 drop_cache(root)
-            return run_measured([*PERFKIT, "analyze", "--results-dir", str(root), *extra], args.timeout, cwd=cwd,
-                                env=env)
+            # absolute: the before arm runs in another directory, where a relative --results-root is not
+            return run_measured([*PERFKIT, "analyze", "--results-dir", str(root.resolve()), *extra], args.timeout,
+                                cwd=cwd, env=env)
         return measure
 
     now = env_with_repo()
