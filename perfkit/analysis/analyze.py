@@ -171,8 +171,8 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         timeline=cpu_fig.cpu_timeline(cpu).assign(**tag), ops=_top_ops(run).assign(**tag),
         steps_timeline=(step_timeline(split, rec, model) if strag is not None and run.num_workers > 1
                         else pd.DataFrame()).assign(**tag),
-        advice=(advice_table(split, run.trace, model, row, rec.run, rec, cpu, window) if model is not None and split is not None
-                else pd.DataFrame()).assign(**tag),
+        advice=(advice_table(split, run.trace, model, row, rec.run, rec, cpu, window)
+                if model is not None and split is not None else pd.DataFrame()).assign(**tag),
         startup=startup_phases(rec).assign(**tag))
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis.cpu import CpuSamples, host_budgets, training_cpu_seconds, worker_hosts
-from perfkit.analysis.stragglers import StepSplit
+from perfkit.analysis.stragglers import StepSplit, step_keys
 from perfkit.analysis.summary import final_attempt, training_window
 from perfkit.errors import UsageError
 from perfkit.profiler.tracewindow import executions_per_epoch, resolve
@@ -102,12 +102,12 @@ def window_cost(split: StepSplit, record: RunRecord) -> WindowCost | None:
     steps = final_attempt(record.steps)
     # (epoch, step) as one integer, so membership is np.isin and not a Python set of tuples (800k rows: 0.6 s)
     width = int(max(split.steps["step"].max(), steps["step"].max())) + 1
-    traced = pd.unique(_keys(split.steps, width))  # hashed: np.unique sorts 800k keys
+    traced = pd.unique(step_keys(split.steps, width))  # hashed: np.unique sorts 800k keys
     first = int(steps["epoch"].min())
     val = _validations(record, first)
     extras = []
     for worker, own in steps[steps["epoch"] > first].groupby("worker"):
-        extra = _worker_extra(own, np.isin(_keys(own, width), traced), val.get(int(worker)))
+        extra = _worker_extra(own, np.isin(step_keys(own, width), traced), val.get(int(worker)))
         if extra is not None:
             extras.append(extra)
     if not extras:
@@ -120,10 +120,6 @@ def window_seconds(w: WindowCost | None) -> float:
     """Seconds the trace window added to the epoch that held it (NaN: no trace, or no untraced steps of a
     steady epoch to compare with)."""
     return max(0.0, w.extra_s) if w is not None else math.nan
-
-
-def _keys(df: pd.DataFrame, width: int) -> np.ndarray:
-    return df["epoch"].to_numpy().astype("int64") * width + df["step"].to_numpy().astype("int64")
 
 
 def _worker_extra(own: pd.DataFrame, traced: np.ndarray, val: pd.Series | None = None) -> tuple[float, int] | None:

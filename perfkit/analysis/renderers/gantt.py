@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from perfkit.analysis.stragglers import step_keys
+
 if TYPE_CHECKING:
     from perfkit.analysis.result import Analysis
 
@@ -65,8 +67,7 @@ def _drawn(t: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     if t.empty:
         return t, 0
     # (epoch, step) as one integer: a MultiIndex of a million rows took most of a cached report's drawing
-    step = t["step"].to_numpy().astype("int64")
-    key = t["epoch"].to_numpy().astype("int64") * (int(step.max()) + 1) + step
+    key = step_keys(t, int(t["step"].max()) + 1)
     steps = pd.unique(key[t["worker"].to_numpy() >= 0])  # in the order the window ran them
     if len(steps) <= DRAWN_STEPS:
         return t, len(steps)
