@@ -1,4 +1,5 @@
-"""Two causes of lost speed that are no part of the training's own work (advice.py ranks them):
+"""Two causes of lost speed that are no part of the training's own work (advice.py ranks them), and the
+host whose CPU holds every step:
 
 - oversubscribed threads: a host whose workers run more threads (the placement's thread cap per worker,
   1 when none is recorded) than the host has cores (its CPU budget, else its declared cores). A worker's
@@ -17,6 +18,10 @@
   epochs after the first is its stop (measured, 2 local workers at steps_per_execution 8: 3.86 s against
   0.67 s). ``traced_batches``: how many batches a run's window spec traces at K batches per execution (the
   window counts executions: at K = 8 ``auto`` traces 42 of the quick preset's 58 batches, not 10).
+- the CPU-held host (``cpu_held``): the straggler's host, when its workers used at least ``HELD_SHARE`` of
+  its cores (its budget, else its declared cores) over the training window. Its steps last as long as its
+  workers' CPU per step takes on those cores, so CPU that any of its workers stops using shortens every
+  step of the cluster, also CPU spent on threads the trace shows no op on (advice.py: the metric reductions).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from perfkit.errors import UsageError
 from perfkit.profiler.tracewindow import executions_per_epoch, resolve
 from perfkit.results import RunRecord
 
+HELD_SHARE = 0.9  # of a host's cores: its workers that used this much over the training window were held by it
+
 
 @dataclass(frozen=True)
 class Oversubscription:
@@ -42,6 +49,17 @@ class Oversubscription:
     waited_s: float
     busy_s: float
     hosts: str  # "localhost: 4 workers, 4 threads on 2 cores"
+
+
+@dataclass(frozen=True)
+class CpuHeld:
+    """The straggler's host, whose workers used (nearly) all of its cores over the training window."""
+
+    host: str
+    cores: float  # its budget, else its declared cores
+    used: float  # its workers' mean CPU over the training window, in cores
+    workers: tuple[int, ...]
+    slack_s: float  # the least mean wait per step of another host's worker (inf: no other host)
 
 
 @dataclass(frozen=True)
@@ -63,14 +81,9 @@ def oversubscription(split: StepSplit, record: RunRecord, cpu: CpuSamples | None
     threads = _threads(meta.cluster.cpu_budget.get("placements"), hosts)
     over = {h for h in set(hosts.values()) if budgets.get(str(h), 0) > 0
             and sum(threads[w] for w, hw in hosts.items() if hw == h) > budgets[str(h)]}
-    window = training_window(record)
-    if not over or window is None:
+    cores = _worker_cores(record, cpu) if over else None
+    if cores is None:
         return None
-    cpu = CpuSamples.of(record) if cpu is None else cpu
-    if cpu.workers.empty or not math.isfinite(training_cpu_seconds(cpu)):
-        return None
-    length = (window[1] - window[0]) / 1e9
-    cores = cpu.workers.groupby("worker")["cpu_s"].sum() / length  # each worker's mean CPU, in cores
     per = split.steps.groupby("worker")[["busy_s", "step_s"]].mean()
     mine = [w for w in per.index if hosts.get(int(w)) in over and int(w) in cores.index]
     if not mine:
@@ -80,6 +93,37 @@ def oversubscription(split: StepSplit, record: RunRecord, cpu: CpuSamples | None
                      f"{_count(sum(threads[w] for w, hw in hosts.items() if hw == h), 'thread')} on "
                      f"{budgets[str(h)]:g} cores" for h in sorted(over, key=str))
     return Oversubscription(float(pd.Series(waited).mean()), float(per.loc[mine, "busy_s"].mean()), text)
+
+
+def _worker_cores(record: RunRecord, cpu: CpuSamples | None) -> pd.Series | None:
+    """Worker -> its mean CPU over the training window, in cores; None where its CPU was not sampled."""
+    window = training_window(record)
+    if window is None:
+        return None
+    cpu = CpuSamples.of(record) if cpu is None else cpu
+    if cpu.workers.empty or not math.isfinite(training_cpu_seconds(cpu)):
+        return None
+    return cpu.workers.groupby("worker")["cpu_s"].sum() / ((window[1] - window[0]) / 1e9)
+
+
+def cpu_held(split: StepSplit, record: RunRecord, cpu: CpuSamples | None = None) -> CpuHeld | None:
+    """The straggler's host when its workers used at least ``HELD_SHARE`` of its cores; else None (also
+    without a budget or declared cores, or CPU samples)."""
+    hosts = worker_hosts(record.run)
+    wait = split.steps.groupby("worker")["wait_s"].mean()
+    if wait.empty:
+        return None
+    host = hosts.get(int(wait.idxmin()))  # the straggler: the worker the others wait for waits least
+    cores = host_budgets(record.run).get(str(host), 0.0)
+    used_by = _worker_cores(record, cpu) if cores > 0 else None
+    if used_by is None:
+        return None
+    mine = tuple(sorted(w for w, h in hosts.items() if h == host))
+    used = float(sum(used_by.get(w, 0.0) for w in mine))
+    if used < HELD_SHARE * cores:
+        return None
+    others = wait[[hosts.get(int(w)) != host for w in wait.index]]
+    return CpuHeld(str(host), cores, used, mine, float(others.min()) if len(others) else math.inf)
 
 
 def _count(n: int, what: str) -> str:

@@ -84,6 +84,42 @@ def test_validation_saves_at_most_its_own_time(tmp_path: Path) -> None:
     assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * 0.04 - 1.0))
 
 
+def test_on_a_host_held_by_its_cpu_the_reductions_save_its_workers_collective_cpu(tmp_path: Path) -> None:
+    """4 workers on 2 cores, each at 50% CPU (the host's 2 cores used): each worker's 0.04 s of reductions a
+    step is CPU that the other workers of the host waited for, so a step saves 4 x 0.04 s over 2 cores."""
+    [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=FOUR, busy=dict.fromkeys(range(4), 0.5),
+                      cpu=dict.fromkeys(range(4), 50.0))
+    _with_collectives(run, gaps=0.02, validation_steps=5)
+    metrics = _row(_advice(tmp_path, run), "metric and loss reductions")
+    held = 4 * 0.04 / 2
+    assert metrics["cost_s"] == pytest.approx(held)
+    assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * held - 5 * held))
+    assert metrics["predicted_lo"] == pytest.approx(EPOCH / (EPOCH - 10 * held / 2 - 5 * held / 2))
+    assert "localhost's workers used 2.00 of its 2 cores" in metrics["basis"]
+
+
+def test_a_host_with_cores_to_spare_saves_only_the_traced_reductions(tmp_path: Path) -> None:
+    [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=FOUR, busy=dict.fromkeys(range(4), 0.5),
+                      cpu=dict.fromkeys(range(4), 40.0))  # 1.6 of 2 cores: under the 90% that holds a host
+    _with_collectives(run, gaps=0.02, validation_steps=5)
+    metrics = _row(_advice(tmp_path, run), "metric and loss reductions")
+    assert metrics["cost_s"] == pytest.approx(0.04 + 0.02 * 4 / 5)
+    assert "cores" not in metrics["basis"]
+
+
+def test_the_held_hosts_saving_stops_where_another_host_would_stop_waiting(tmp_path: Path) -> None:
+    """Host b (0.5 cores, one worker at 50%) holds the step; a's workers wait 0.02 s a step for it, so b's
+    0.04 / 0.5 = 0.08 s is capped at that wait plus a's own reductions and gaps."""
+    [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=(("a", 2.0, 2), ("b", 0.5, 1)),
+                      busy={0: 0.48, 1: 0.48, 2: 0.5}, cpu={0: 50.0, 1: 50.0, 2: 50.0})
+    _with_collectives(run, gaps=0.02, validation_steps=5)
+    metrics = _row(_advice(tmp_path, run), "metric and loss reductions")
+    cap = 0.02 + 0.04 + 0.02 * 4 / 5
+    assert metrics["cost_s"] == pytest.approx(cap, rel=0.02)
+    assert "b's workers used 0.50 of its 0.5 cores" in metrics["basis"]
+    assert "at most the other hosts' least wait (20 ms)" in metrics["basis"]
+
+
 def test_more_worker_threads_than_cores_is_a_cause_measured_from_cpu_and_steps(tmp_path: Path) -> None:
     """4 workers on 2 cores, each at 50% CPU: of 0.5 s busy a step it held a core 0.5 x 0.65 s."""
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=FOUR, busy=dict.fromkeys(range(4), 0.5),
