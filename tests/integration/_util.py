@@ -128,6 +128,12 @@ def require_every_trace(run: Path) -> Any:
     return tables
 
 
+def last_attempt(table: Any) -> Any:
+    """A worker's step or epoch records of the run's last attempt: a run the launcher restarted (a worker
+    killed inside TensorFlow's profiler, docs/tf-profiler-crash.md) keeps the earlier attempt's records too."""
+    return table[table["attempt"] == table["attempt"].max()] if "attempt" in table and len(table) else table
+
+
 def launch_retrying(results: Path, launch_args: tuple[str, ...], command: list[str], timeout: float = 400) -> Path:
     """``perfkit launch LAUNCH_ARGS -- COMMAND``, which must succeed; a run that TensorFlow's profiler crashed
     (docs/tf-profiler-crash.md: about 1 in 20 at 2 workers) is tried again once, visibly: a second crash

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.integration._util import launch_retrying, meta
+from tests.integration._util import last_attempt, launch_retrying, meta
 from tests.integration._util import perfkit as _perfkit
 
 pytestmark = pytest.mark.integration
@@ -32,8 +32,8 @@ def test_a_users_script_with_perfkit_record_on_two_workers_against_its_own_basel
     assert m["config"]["epochs"] == 2 and m["config"]["batch_size"] == 128
     assert m["workload"] == meta(single)["workload"], "the baseline matches by its command"
     for w in (0, 1):
-        steps = pd.read_parquet(multi / "workers" / str(w) / "steps.parquet")
-        epochs = pd.read_parquet(multi / "workers" / str(w) / "epochs.parquet")
+        steps = last_attempt(pd.read_parquet(multi / "workers" / str(w) / "steps.parquet"))
+        epochs = last_attempt(pd.read_parquet(multi / "workers" / str(w) / "epochs.parquet"))
         assert len(steps) == 2 * 37 and (steps["samples"] == 64).all() and len(epochs) == 2
         assert epochs["val_accuracy"].notna().all()
     assert {w["profile"]["status"] for w in m["workers"]} == {"captured"}
@@ -54,8 +54,8 @@ def test_the_same_script_without_perfkit_record_is_recorded_by_the_start_up_hook
     assert m["status"] == "complete" and m["launch"]["recorded"] is True
     assert m["launch"]["steps"] == "Keras fit's batches" and m["config"]["batch_size"] == 128
     for w in (0, 1):
-        steps = pd.read_parquet(run / "workers" / str(w) / "steps.parquet")
-        epochs = pd.read_parquet(run / "workers" / str(w) / "epochs.parquet")
+        steps = last_attempt(pd.read_parquet(run / "workers" / str(w) / "steps.parquet"))
+        epochs = last_attempt(pd.read_parquet(run / "workers" / str(w) / "epochs.parquet"))
         assert len(steps) == 2 * 37 and (steps["samples"] == 64).all() and epochs["val_accuracy"].notna().all()
 
 
