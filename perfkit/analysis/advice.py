@@ -15,7 +15,9 @@ Per compared step (the trace's, or the CPU-seconds estimate's), means over worke
   workers' summed collective time besides the longest, over the host's cores, when that is more (up to the
   other hosts' least wait, plus the traced saving). Measured on the README's cluster (tensor102: one worker
   on its 0.4-core budget, using 0.38): 72 ms of CPU a step saved for 15 collectives removed, 4.8 ms each,
-  where the trace showed 5.4 ms each; the step 199 ms shorter, the traced reductions and gaps 112 ms;
+  where the trace showed 5.4 ms each; the step 199 ms shorter, the traced reductions and gaps 112 ms. In
+  another session the same traces saved 20-40 ms of CPU (its compute slowed as the other host's workers
+  waited less on the same physical cores: docs/tuning.md, "The CPU-held host");
 - per-step framework time: the trace's other_s (Python, dispatch, callbacks) less those gaps.
   ``steps_per_execution`` K pays it once per call of K batches, and inside the call's ``tf.range`` loop the
   next batch's forward pass, which does not wait for the previous batch's metric reductions, runs in the
@@ -233,8 +235,8 @@ def _held_saving(split: StepSplit, held: CpuHeld | None, t: _Terms) -> _HeldSavi
         f"collective time besides the longest ({total * 1e3:.0f} ms a step) over its {held.cores:g} cores"
         + (f", at most the other hosts' least wait ({held.slack_s * 1e3:.0f} ms) and their own saving"
            if math.isfinite(held.slack_s) else "")
-        + ", in each training and validation batch (measured, the README's cluster: 4.8 ms of CPU saved per "
-        "collective removed, 5.4 ms traced each)"))
+        + ", in each training and validation batch; where the host's cores are shared with other hosts "
+        "(emulated budgets) the gain moves with their load (docs/tuning.md)"))
 
 
 def _framework(t: _Terms, knobs: dict[str, Any], growth: _Growth | None = None) -> dict[str, Any] | None:
