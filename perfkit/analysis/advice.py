@@ -61,7 +61,8 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis.cpu import CpuSamples
-from perfkit.analysis.overheads import CpuHeld, WindowCost, cpu_held, oversubscription, traced_batches, window_cost
+from perfkit.analysis.overheads import (CpuHeld, WindowCost, cpu_held, oversubscription, traced_batches, window_cost,
+                                        worker_cores)
 from perfkit.analysis.stragglers import StepSplit
 from perfkit.analysis.whatif import StepModel
 from perfkit.results import RunMeta, RunRecord
@@ -125,11 +126,12 @@ def advice_table(split: StepSplit, trace: pd.DataFrame | None, model: StepModel,
     launched = bool(meta.launch)
     window = window if window is not None or record is None else window_cost(split, record)
     growth = _window_growth(window, meta, _steady_epochs(row), TRY_K)
-    held = cpu_held(split, record, cpu) if record is not None else None
+    cores = worker_cores(record, cpu) if record is not None else None  # one pass over the CPU samples
+    held = cpu_held(split, record, cores) if record is not None else None
     rows = [_reductions(t, knobs, _held_saving(split, held, t)), _framework(t, knobs, growth), _gradients(t, knobs),
             _straggler(t, row, split), _input(t, knobs), _validation(model, epoch)]
     if record is not None:
-        rows += [_oversubscribed(t, split, record, cpu), _trace_window(window, epoch, _steady_epochs(row))]
+        rows += [_oversubscribed(t, split, record, cores), _trace_window(window, epoch, _steady_epochs(row))]
     out = pd.DataFrame([r for r in rows if r is not None], columns=ADVICE_COLUMNS[1:])
     out = out[out["cost_share"] >= MIN_SHARE].sort_values("cost_share", ascending=False, ignore_index=True)
     if launched:  # a launched script's code is its own: the API line is the advice, nothing was tried
@@ -147,9 +149,7 @@ def _steady_epochs(row: dict[str, Any]) -> int:
 
 def _terms(split: StepSplit, trace: pd.DataFrame | None, model: StepModel, epoch: float, meta: RunMeta) -> _Terms:
     s = split.steps
-    has_v2 = "collective_total_s" in s and s["collective_total_s"].notna().any()
-    small = ((s["collective_total_s"] - s["allreduce_max_s"]).clip(lower=0.0) if has_v2
-             else pd.Series(0.0, index=s.index))
+    small = _small(s)
     grad = (s["transfer_s"] - small).clip(lower=0.0)
     other = float(trace["other_s"].mean()) if trace is not None and "other_s" in trace and not trace.empty else 0.0
     count = float(s["collectives"].median()) if "collectives" in s and s["collectives"].notna().any() else math.nan
@@ -159,6 +159,14 @@ def _terms(split: StepSplit, trace: pd.DataFrame | None, model: StepModel, epoch
                   busy=float(s["busy_s"].mean()), inp=float(s["input_s"].fillna(0.0).mean()), collectives=count,
                   gaps=gaps, epoch=epoch, spe=model.steps_per_epoch, r=model.r, val=val,
                   val_steps=_validation_steps(meta))
+
+
+def _small(s: pd.DataFrame) -> pd.Series:
+    """Per compared step: every collective's time but the longest (0 where a table of an older parser has
+    no collective_total_s)."""
+    if "collective_total_s" not in s or not s["collective_total_s"].notna().any():
+        return pd.Series(0.0, index=s.index)
+    return (s["collective_total_s"] - s["allreduce_max_s"]).clip(lower=0.0)
 
 
 def _mean(trace: pd.DataFrame | None, column: str) -> float:
@@ -219,11 +227,10 @@ def _held_saving(split: StepSplit, held: CpuHeld | None, t: _Terms) -> _HeldSavi
     cores) over the host's cores: half of it to all, each capped where another host's worker would stop
     waiting (its least wait plus its own traced saving)."""
     s = split.steps
-    if held is None or "collective_total_s" not in s or s["collective_total_s"].isna().all():
+    if held is None:
         return None
     mine = s[s["worker"].isin(held.workers)]
-    small = (mine["collective_total_s"] - mine["allreduce_max_s"]).clip(lower=0.0).groupby(mine["worker"]).mean()
-    total = float(small.sum())
+    total = float(_small(mine).groupby(mine["worker"]).mean().sum())
     if not total > 0:
         return None
     cap = held.slack_s + t.small + t.gaps
@@ -358,9 +365,8 @@ def _validation(model: StepModel, epoch: float) -> dict[str, Any] | None:
             "tried": "not a perfkit option"}
 
 
-def _oversubscribed(t: _Terms, split: StepSplit, record: RunRecord,
-                    cpu: CpuSamples | None = None) -> dict[str, Any] | None:
-    o = oversubscription(split, record, cpu)
+def _oversubscribed(t: _Terms, split: StepSplit, record: RunRecord, cores: pd.Series | None) -> dict[str, Any] | None:
+    o = oversubscription(split, record, cores)
     if o is None or o.waited_s <= 0:
         return None
     row = _ranged(t, f"oversubscribed threads ({o.hosts})", o.waited_s, None,

@@ -73,16 +73,15 @@ class WindowCost:
     epoch: int  # the epoch that holds it (step records count from 0)
 
 
-def oversubscription(split: StepSplit, record: RunRecord, cpu: CpuSamples | None = None) -> Oversubscription | None:
-    """None when no host has more threads than cores, or its CPU was not sampled. ``cpu``: the record's
-    ``CpuSamples`` when already taken (a million samples: 0.15 s to take again)."""
+def oversubscription(split: StepSplit, record: RunRecord, cores: pd.Series | None) -> Oversubscription | None:
+    """None when no host has more threads than cores, or its CPU was not sampled. ``cores``: the record's
+    ``worker_cores``, taken once for every cause that needs them."""
     meta = record.run
     budgets, hosts = host_budgets(meta), worker_hosts(meta)
     threads = _threads(meta.cluster.cpu_budget.get("placements"), hosts)
     over = {h for h in set(hosts.values()) if budgets.get(str(h), 0) > 0
             and sum(threads[w] for w, hw in hosts.items() if hw == h) > budgets[str(h)]}
-    cores = _worker_cores(record, cpu) if over else None
-    if cores is None:
+    if not over or cores is None:
         return None
     per = split.steps.groupby("worker")[["busy_s", "step_s"]].mean()
     mine = [w for w in per.index if hosts.get(int(w)) in over and int(w) in cores.index]
@@ -95,7 +94,7 @@ def oversubscription(split: StepSplit, record: RunRecord, cpu: CpuSamples | None
     return Oversubscription(float(pd.Series(waited).mean()), float(per.loc[mine, "busy_s"].mean()), text)
 
 
-def _worker_cores(record: RunRecord, cpu: CpuSamples | None) -> pd.Series | None:
+def worker_cores(record: RunRecord, cpu: CpuSamples | None = None) -> pd.Series | None:
     """Worker -> its mean CPU over the training window, in cores; None where its CPU was not sampled."""
     window = training_window(record)
     if window is None:
@@ -106,17 +105,16 @@ def _worker_cores(record: RunRecord, cpu: CpuSamples | None) -> pd.Series | None
     return cpu.workers.groupby("worker")["cpu_s"].sum() / ((window[1] - window[0]) / 1e9)
 
 
-def cpu_held(split: StepSplit, record: RunRecord, cpu: CpuSamples | None = None) -> CpuHeld | None:
+def cpu_held(split: StepSplit, record: RunRecord, used_by: pd.Series | None) -> CpuHeld | None:
     """The straggler's host when its workers used at least ``HELD_SHARE`` of its cores; else None (also
-    without a budget or declared cores, or CPU samples)."""
+    without a budget or declared cores, or CPU samples). ``used_by``: the record's ``worker_cores``."""
     hosts = worker_hosts(record.run)
     wait = split.steps.groupby("worker")["wait_s"].mean()
     if wait.empty:
         return None
     host = hosts.get(int(wait.idxmin()))  # the straggler: the worker the others wait for waits least
     cores = host_budgets(record.run).get(str(host), 0.0)
-    used_by = _worker_cores(record, cpu) if cores > 0 else None
-    if used_by is None:
+    if used_by is None or not cores > 0:
         return None
     mine = tuple(sorted(w for w, h in hosts.items() if h == host))
     used = float(sum(used_by.get(w, 0.0) for w in mine))
