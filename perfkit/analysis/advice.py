@@ -184,10 +184,11 @@ def _validation_steps(meta: RunMeta) -> int:
 
 
 def _ranged(t: _Terms, cause: str, cost: float, knob: str | None, api: str, lo_s: float, hi_s: float,
-            basis: str, in_validation: bool = False) -> dict[str, Any]:
-    """A row whose saving per step lies in [lo_s, hi_s]: the middle is the prediction."""
+            basis: str, in_validation: bool = False, mid_s: float | None = None) -> dict[str, Any]:
+    """A row whose saving per step lies in [lo_s, hi_s]: the prediction is ``mid_s``, else the middle."""
+    mid_s = (lo_s + hi_s) / 2 if mid_s is None else mid_s
     return {"cause": cause, "cost_s": cost, "cost_share": t.epoch_saving(cost, in_validation) / t.epoch,
-            "knob": knob, "api": api, "predicted_speedup": t.speedup((lo_s + hi_s) / 2, in_validation),
+            "knob": knob, "api": api, "predicted_speedup": t.speedup(mid_s, in_validation),
             "predicted_lo": t.speedup(lo_s, in_validation), "predicted_hi": t.speedup(hi_s, in_validation),
             "basis": basis, "tried": "not yet"}
 
@@ -195,7 +196,8 @@ def _ranged(t: _Terms, cause: str, cost: float, knob: str | None, api: str, lo_s
 def _reductions(t: _Terms, knobs: dict[str, Any], held: _HeldSaving | None = None) -> dict[str, Any] | None:
     """tf-keras reduces every metric's state across the workers on every batch, inside the train function
     (measured: 16 of the bot detector's 22 collectives per step; K steps per execution keep them per batch).
-    ``held``: the saving where the straggler's host is held by its CPU, when that is more."""
+    ``held``: where the straggler's host is held by its CPU, the high end of the range when it is more; the
+    traced saving stays the prediction (its size there moved 1.13-1.38x between sessions, docs/tuning.md)."""
     cost = t.small + t.gaps
     if not (t.collectives > 1 and t.small > 0) or str(knobs.get("metrics", "full")) == "minimal":
         return None
@@ -204,28 +206,27 @@ def _reductions(t: _Terms, knobs: dict[str, Any], held: _HeldSaving | None = Non
              "collective time besides the longest and its share of the gaps between the collectives "
              f"({t.gaps * 1e3:.1f} ms a step), in each training and validation batch (measured, quick "
              "preset: the metric reductions 16 -> 4 a step)")
+    mid_s = (lo_s + hi_s) / 2
     if held is not None and held.hi_s > hi_s:
-        lo_s, hi_s, cost = held.lo_s, held.hi_s, held.hi_s
-        basis = held.basis
+        hi_s, basis = held.hi_s, f"{basis}; {held.basis}"
     return _ranged(t, f"metric and loss reductions ({t.collectives - 1:.0f} collectives per step besides the "
                       "longest)", cost, "--metrics minimal",
                    "model.compile(..., metrics=['accuracy'])  # the others in evaluate() only",
-                   lo_s, hi_s, basis, in_validation=True)
+                   lo_s, hi_s, basis, in_validation=True, mid_s=mid_s)
 
 
 @dataclass(frozen=True)
 class _HeldSaving:
-    """The metric reductions' saving per step where the straggler's host is held by its CPU."""
+    """The most the metric reductions can save per step where the straggler's host is held by its CPU."""
 
-    lo_s: float
     hi_s: float
     basis: str
 
 
 def _held_saving(split: StepSplit, held: CpuHeld | None, t: _Terms) -> _HeldSaving | None:
     """Its workers' summed collective time besides the longest (CPU of their threads, paid on the host's
-    cores) over the host's cores: half of it to all, each capped where another host's worker would stop
-    waiting (its least wait plus its own traced saving)."""
+    cores) over the host's cores, capped where another host's worker would stop waiting (its least wait plus
+    its own traced saving)."""
     s = split.steps
     if held is None:
         return None
@@ -233,17 +234,17 @@ def _held_saving(split: StepSplit, held: CpuHeld | None, t: _Terms) -> _HeldSavi
     total = float(_small(mine).groupby(mine["worker"]).mean().sum())
     if not total > 0:
         return None
-    cap = held.slack_s + t.small + t.gaps
-    lo_s, hi_s = min(cap, KEPT_LO * total / held.cores), min(cap, total / held.cores)
-    return _HeldSaving(lo_s, hi_s, (
-        f"{held.host}'s workers used {held.used:.2f} of its {held.cores:g} cores, so a step lasts as long as "
-        "their CPU takes there, and a reduction's traced time is CPU of their threads that the host's compute "
-        f"waits for: from half to all of its {len(held.workers)} worker{'s' if len(held.workers) > 1 else ''}' "
-        f"collective time besides the longest ({total * 1e3:.0f} ms a step) over its {held.cores:g} cores"
-        + (f", at most the other hosts' least wait ({held.slack_s * 1e3:.0f} ms) and their own saving"
+    hi_s = min(held.slack_s + t.small + t.gaps, total / held.cores)
+    return _HeldSaving(hi_s, (
+        f"up to more where a host is held by its CPU: {held.host}'s workers used {held.used:.2f} of its "
+        f"{held.cores:g} cores, so a step lasts as long as their CPU takes there, and a reduction's traced time "
+        "is CPU of their threads that the host's compute waits for: at most all of its "
+        f"{len(held.workers)} worker{'s' if len(held.workers) > 1 else ''}' collective time besides the longest "
+        f"({total * 1e3:.0f} ms a step) over its {held.cores:g} cores"
+        + (f", and the other hosts' least wait ({held.slack_s * 1e3:.0f} ms) and their own saving"
            if math.isfinite(held.slack_s) else "")
-        + ", in each training and validation batch; where the host's cores are shared with other hosts "
-        "(emulated budgets) the gain moves with their load (docs/tuning.md)"))
+        + "; how much of it is saved moves with the load of hosts that share its cores (emulated budgets: "
+        "1.13-1.38x between sessions, docs/tuning.md)"))
 
 
 def _framework(t: _Terms, knobs: dict[str, Any], growth: _Growth | None = None) -> dict[str, Any] | None:

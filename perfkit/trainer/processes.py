@@ -425,8 +425,11 @@ class Launcher:
 def _is_consequence(error: str | None) -> bool:
     """An error that a worker gets because a peer went away, not a cause of its own. DeadlineExceededError:
     the coordination service's heartbeat to a peer timed out (a cut link: "Collective ops is aborted by:
-    Deadline Exceeded", whose first line status.json keeps is only "Graph execution error")."""
-    return bool(error) and any(k in error for k in ("UnavailableError", "DeadlineExceededError", "aborted"))
+    Deadline Exceeded", whose first line status.json keeps is only "Graph execution error"). AbortedError: the
+    coordination service aborted the collectives, e.g. a survivor starved of CPU beside a stuck peer (CI
+    2026-12-04: a survivor's "AbortedError" was named instead of the peer stuck on a lock)."""
+    low = (error or "").lower()
+    return any(k in low for k in ("unavailableerror", "deadlineexceedederror", "aborted"))
 
 
 def _signal(proc: subprocess.Popen[bytes] | Adopted, sig: signal.Signals) -> None:

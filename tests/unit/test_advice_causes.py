@@ -91,10 +91,13 @@ def test_on_a_host_held_by_its_cpu_the_reductions_save_its_workers_collective_cp
                       cpu=dict.fromkeys(range(4), 50.0))
     _with_collectives(run, gaps=0.02, validation_steps=5)
     metrics = _row(_advice(tmp_path, run), "metric and loss reductions")
-    held = 4 * 0.04 / 2
-    assert metrics["cost_s"] == pytest.approx(held)
-    assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * held - 5 * held))
-    assert metrics["predicted_lo"] == pytest.approx(EPOCH / (EPOCH - 10 * held / 2 - 5 * held / 2))
+    held, traced = 4 * 0.04 / 2, 0.04 + 0.02 * 4 / 5
+    # The traced saving stays the prediction and the low end; the held host's CPU sets only the high end
+    # (its size moved 1.13-1.38x between sessions with the same traces, docs/tuning.md).
+    assert metrics["cost_s"] == pytest.approx(traced)
+    assert metrics["predicted_speedup"] == pytest.approx(EPOCH / (EPOCH - 15 * traced * 3 / 4))
+    assert metrics["predicted_lo"] == pytest.approx(EPOCH / (EPOCH - 15 * traced / 2))
+    assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 15 * held))
     assert "localhost's workers used 2.00 of its 2 cores" in metrics["basis"]
 
 
@@ -104,6 +107,7 @@ def test_a_host_with_cores_to_spare_saves_only_the_traced_reductions(tmp_path: P
     _with_collectives(run, gaps=0.02, validation_steps=5)
     metrics = _row(_advice(tmp_path, run), "metric and loss reductions")
     assert metrics["cost_s"] == pytest.approx(0.04 + 0.02 * 4 / 5)
+    assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 15 * (0.04 + 0.02 * 4 / 5)))
     assert "cores" not in metrics["basis"]
 
 
@@ -115,9 +119,9 @@ def test_the_held_hosts_saving_stops_where_another_host_would_stop_waiting(tmp_p
     _with_collectives(run, gaps=0.02, validation_steps=5)
     metrics = _row(_advice(tmp_path, run), "metric and loss reductions")
     cap = 0.02 + 0.04 + 0.02 * 4 / 5
-    assert metrics["cost_s"] == pytest.approx(cap, rel=0.02)
+    assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 15 * cap), rel=0.02)
     assert "b's workers used 0.50 of its 0.5 cores" in metrics["basis"]
-    assert "at most the other hosts' least wait (20 ms)" in metrics["basis"]
+    assert "and the other hosts' least wait (20 ms)" in metrics["basis"]
 
 
 def test_more_worker_threads_than_cores_is_a_cause_measured_from_cpu_and_steps(tmp_path: Path) -> None:

@@ -87,6 +87,20 @@ def test_a_peer_that_died_waiting_for_a_stopped_worker_blames_the_stopped_one(tm
     assert failure.details["hung"] == [1] and failure.details["worker"] == 0
 
 
+def test_a_survivor_aborted_by_the_coordination_service_blames_the_peer_stuck_on_a_lock(tmp_path: Path) -> None:
+    """CI 2026-12-04: worker 0, starved of CPU beside a peer stuck on a lock, was aborted by TF's
+    coordination service after 9 s, before the hang limit; the peer that stopped is the cause."""
+    states = [{"state": "failed", "error": "AbortedError: Graph execution error:"},
+              {"state": "training", "epoch": 0, "step": 5}]
+    launcher = _launcher(tmp_path, states, [1, None], connect_timeout=60)
+    _beat(launcher.run.path, 1, 12, "user", file="/src/stuck_script.py", line=29, function="on_train_batch_end")
+    failure = launcher.wait()
+    assert failure is not None and failure.message.startswith("worker 1 ")
+    assert "stuck in its own code (epoch 0, step 5)" in failure.message
+    assert "exited with code 1 waiting for it (AbortedError" in failure.message
+    assert failure.details["hung"] == [1] and failure.details["worker"] == 0
+
+
 def test_a_dead_worker_is_named_with_its_exit_code(tmp_path: Path) -> None:
     states = [{"state": "training"}, {"state": "failed", "error": "ValueError: boom"}]
     failure = _launcher(tmp_path, states, [None, 3], connect_timeout=60).wait()
@@ -218,4 +232,6 @@ def test_a_peers_silence_is_a_consequence_whatever_error_tensorflow_names_it() -
     # a cut link: the coordination service's heartbeat RPC timed out (faults bench, CI 2026-12-03)
     assert _is_consequence("DeadlineExceededError: Graph execution error:")
     assert _is_consequence("UnavailableError: Collective ops is aborted by: connection reset")
+    # a survivor the coordination service aborted while its peer sat on a lock (faults bench, CI 2026-12-04)
+    assert _is_consequence("AbortedError: Graph execution error:")
     assert not _is_consequence("ValueError: layer sizes do not match") and not _is_consequence(None)
