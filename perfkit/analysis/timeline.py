@@ -1,6 +1,6 @@
-"""The step timeline: the trace window's steps of every worker on one time axis, each split into input,
-compute, wait and exposed all-reduce, and beside them the same steps as the equal-workers what-if would
-run them (the report's Gantt chart; docs/figures.md, "step timeline").
+"""The step timeline: the trace window's steps (its first TABLE_STEPS) of every worker on one time axis, each
+split into input, compute, wait and exposed all-reduce, and beside them the same steps as the equal-workers
+what-if would run them (the report's Gantt chart; docs/figures.md, "step timeline").
 
 Where each step starts and ends comes from the step records (one clock per run: the workers of one machine
 share its monotonic clock, and the parts of several hosts are merged on the wall clock by ``load``); how
@@ -28,6 +28,11 @@ from perfkit.analysis.whatif import StepModel
 from perfkit.results import RunRecord
 
 MAX_STEPS = 20  # an estimate covers every steady step: the chart shows this many consecutive ones
+# A trace window's first steps kept in the table (5x the report's 200 drawn; the auto window has 10): a
+# window of every step of a long run (4 workers x 200k steps) made a million rows that were computed, cached,
+# read back and written as JSON for a chart that draws 200 (bench analysis-speed). The figures of every
+# traced step are the split's (workers, runs), not this table's.
+TABLE_STEPS = 1000
 WHAT_IF = -1  # the worker column of the what-if row
 TIMELINE_COLUMNS = ["kind", "worker", "epoch", "step", "start_s", "step_s", "input_s", "compute_s", "wait_s",
                     "transfer_s", "overlap_s", "straggler"]
@@ -56,9 +61,13 @@ def step_timeline(split: StepSplit, record: RunRecord, model: StepModel | None) 
 
 
 def _window(split: StepSplit) -> pd.DataFrame:
-    """The compared steps to draw: the trace window's, or MAX_STEPS consecutive ones of an estimate."""
-    keys = np.sort(split.steps[STEP_KEY].unique())
-    if split.source == "trace" or len(keys) <= MAX_STEPS:
+    """The compared steps to draw: the trace window's first TABLE_STEPS, or MAX_STEPS consecutive ones of an
+    estimate."""
+    keys = np.sort(split.steps[STEP_KEY].unique())  # integer (epoch, step) keys: in the order they ran
+    if split.source == "trace":
+        kept = len(keys) <= TABLE_STEPS
+        return split.steps if kept else split.steps[split.steps[STEP_KEY].to_numpy() <= keys[TABLE_STEPS - 1]]
+    if len(keys) <= MAX_STEPS:
         return split.steps
     middle = len(keys) // 2 - MAX_STEPS // 2  # away from an epoch's first steps and its end
     return split.steps[split.steps[STEP_KEY].isin(keys[middle:middle + MAX_STEPS])]

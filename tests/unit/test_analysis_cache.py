@@ -178,3 +178,26 @@ def test_the_step_timeline_chart_draws_the_first_steps_of_a_long_window(runs: Pa
     assert len(fig["data"][0]["y"]) == 4 * (4 + 1), "4 steps of 4 workers and the what-if row"
     note = fig["layout"]["annotations"][0]["text"]
     assert note.startswith(f"{total} steps (the first 4 drawn; every one in --format json)")
+
+
+def test_a_trace_window_longer_than_the_table_keeps_its_first_steps_and_says_how_many_it_has(
+        runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfkit.analysis import timeline
+
+    def window(a: Analysis) -> pd.DataFrame:
+        t = a.step_timeline[(a.step_timeline["run_id"] == MULTI) & (a.step_timeline["worker"] >= 0)]
+        return t.sort_values(["start_s", "worker"], ignore_index=True)
+
+    whole = window(analyze(None, runs))
+    monkeypatch.setattr(timeline, "TABLE_STEPS", 6)
+    monkeypatch.setattr(gantt, "DRAWN_STEPS", 4)
+    a = analyze(None, runs)
+    run = a.runs.set_index("run_id").loc[MULTI]
+    kept = window(a)
+    first = whole[whole.set_index(["epoch", "step"]).index.isin(kept.set_index(["epoch", "step"]).index)]
+    assert run["split_source"] == "trace" and int(run["steps_compared"]) > 6
+    assert len(kept[["epoch", "step"]].drop_duplicates()) == 6 and len(kept) == 6 * 4
+    pd.testing.assert_frame_equal(kept, first.reset_index(drop=True))  # the same rows as in the whole table
+    assert list(kept["step"].unique()) == list(whole["step"].unique()[:6]), "the window's first steps"
+    note = gantt.timeline_figure(a, MULTI)["layout"]["annotations"][0]["text"]  # type: ignore[index]
+    assert note.startswith(f"{int(run['steps_compared'])} steps (the first 4 drawn; the first 6 in --format json)")

@@ -122,10 +122,22 @@ def _hover(t: pd.DataFrame, name: str) -> str:
 def _note(a: Analysis, run_id: str, steps: int) -> str:
     run = a.runs[a.runs["run_id"] == run_id].iloc[0]
     source = "from the trace" if run.get("split_source") == "trace" else "estimated from CPU-seconds"
-    drawn = f" (the first {DRAWN_STEPS} drawn; every one in --format json)" if steps > DRAWN_STEPS else ""
+    total = _window_steps(run, steps)
+    kept = "every one" if total <= steps else f"the first {steps:,}"
+    drawn = f" (the first {DRAWN_STEPS} drawn; {kept} in --format json)" if total > DRAWN_STEPS else ""
+    steps = total
     eq = run.get("equal_step_s")
     what = (f"<br>what-if: every worker at the median worker's compute ({float(run['equal_compute_s']) * 1e3:.1f} "
             "ms), the trace's cost left in" if eq is not None and not (isinstance(eq, float) and math.isnan(eq))
             else "")
     return (f"{steps:,} steps{drawn}, split {source}, scaled to each recorded step; outlined: the slowest worker of "
             f"each step{what}")
+
+
+def _window_steps(run: pd.Series, in_table: int) -> int:
+    """Steps in the run's window: a trace window longer than the table (timeline.TABLE_STEPS) has all its
+    steps compared by the split (``steps_compared``); an estimate's table is the window drawn."""
+    compared = run.get("steps_compared")
+    if run.get("split_source") != "trace" or compared is None or pd.isna(compared):
+        return in_table
+    return max(in_table, int(compared))
