@@ -43,7 +43,8 @@ KEYS: dict[str, dict[str, str]] = {
         "measured", "modes": "per mode (single, multi, ps): its latest run, synchronous against asynchronous "
         "training", "advice": "per run: the causes of lost speed ranked by their share of a steady epoch, each with "
         "its knob and predicted gain", "step_timeline": "per run, worker and step of the "
-        "trace window (its first 1,000 steps): where each step starts and how it splits, and the equal-workers what-if's steps", "warnings": "list of warnings (e.g. trace skipped)",
+        "trace window (its first 1,000 steps): where each step starts and how it splits, and the equal-workers "
+        "what-if's steps", "warnings": "list of warnings (e.g. trace skipped)",
         "startup": "per run, worker and phase: where its start-up went, up to its first step (workers that "
         "report states)",
     },
