@@ -140,7 +140,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
     window = window_cost(split, rec) if split is not None else None
     # CPU totals of a run whose sampler missed a worker would be partial: left out (the loader warns)
     expected = worker_indices(rec.run) if no_steps else set(rec.steps["worker"].unique())
-    sampled = bool(expected) and set(cpu.workers["worker"].unique()) >= expected
+    sampled = bool(expected) and set(cpu.worker_cpu_s.index) >= expected
     cpu_s = cpu_fig.training_cpu_seconds(cpu) if sampled and not no_steps else math.nan
     samples = float(rec.steps["samples"].sum()) if not rec.steps.empty else math.nan
     workers = (stepless_worker_rows(rec.run, per_worker_cpu, cpu) if no_steps
@@ -278,8 +278,7 @@ def _worker_rows(run: LoadedRun, per_worker_cpu: pd.DataFrame, cpu: cpu_fig.CpuS
     out.insert(1, "host", out["worker"].map(lambda w: hosts.get(int(w))))
     workers_cpu = per_worker_cpu[per_worker_cpu["worker"] >= 0].drop(columns=["host", "samples"])
     out = out.merge(workers_cpu, on="worker", how="left")
-    cpu_s = cpu.workers.groupby("worker")["cpu_s"].sum()
-    out["cpu_s"] = out["worker"].map(cpu_s)
+    out["cpu_s"] = out["worker"].map(cpu.worker_cpu_s)
     out["cpu_s_per_step"] = out["cpu_s"] / out["steps"]
     out["exit_code"] = out["worker"].map(exit_codes(run.meta))
     if strag is not None:

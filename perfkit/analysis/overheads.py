@@ -100,9 +100,9 @@ def worker_cores(record: RunRecord, cpu: CpuSamples | None = None) -> pd.Series 
     if window is None:
         return None
     cpu = CpuSamples.of(record) if cpu is None else cpu
-    if cpu.workers.empty or not math.isfinite(training_cpu_seconds(cpu)):
+    if cpu.worker_cpu_s.empty or not math.isfinite(training_cpu_seconds(cpu)):
         return None
-    return cpu.workers.groupby("worker")["cpu_s"].sum() / ((window[1] - window[0]) / 1e9)
+    return cpu.worker_cpu_s / ((window[1] - window[0]) / 1e9)
 
 
 def cpu_held(split: StepSplit, record: RunRecord, used_by: pd.Series | None) -> CpuHeld | None:
