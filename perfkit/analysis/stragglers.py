@@ -28,6 +28,7 @@ Only steps recorded for every worker are compared. Analysers only compute; rende
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -59,6 +60,11 @@ class StepSplit:
     steps: pd.DataFrame
     workers: int
     why: str = ""  # why an estimate: the run had no usable trace, in words
+
+    @functools.cached_property
+    def blocks(self) -> StepBlocks:
+        """The steps as a (steps x workers) matrix order, found once for the figures that read it."""
+        return StepBlocks.of(self.steps, self.workers)
 
     @property
     def note(self) -> str:
@@ -177,9 +183,9 @@ def _finish(df: pd.DataFrame, source: str, workers: int, why: str = "") -> StepS
 
 
 def _full_steps(df: pd.DataFrame, workers: int) -> np.ndarray:
-    """Per row: whether its step has exactly ``workers`` rows."""
-    _, inverse, counts = np.unique(df[STEP_KEY].to_numpy(), return_inverse=True, return_counts=True)
-    return counts[inverse] == workers
+    """Per row: whether its step has exactly ``workers`` rows (a hash of the keys, not np.unique's sort)."""
+    codes, _ = pd.factorize(df[STEP_KEY].to_numpy())
+    return np.bincount(codes)[codes] == workers
 
 
 @dataclass(frozen=True)
@@ -223,7 +229,7 @@ def row_median(m: np.ndarray) -> np.ndarray:
 
 def stragglers(split: StepSplit, record: RunRecord) -> StragglerFigures:
     df = split.steps
-    blocks = StepBlocks.of(df, split.workers)
+    blocks = split.blocks
     busy = blocks.matrix(df["busy_s"])
     min_busy, median_busy = np.fmin.reduce(busy, axis=1), row_median(busy)
     transfer = blocks.matrix(df["transfer_s"])[:, 0]
@@ -235,14 +241,15 @@ def stragglers(split: StepSplit, record: RunRecord) -> StragglerFigures:
     placement, now, proposed = _placement(table, worker_hosts(record.run),
                                           host_budgets(record.run) if same_cores else {})
     slowest = int(table.sort_values(["straggler_share", "speed_score"], ascending=[False, True])["worker"].iloc[0])
-    others = df[df["worker"] != slowest]
+    others = df["worker"].to_numpy() != slowest  # two sums: a mask of two columns, not a copy of the table
+    wait, step = df["wait_s"].to_numpy()[others], df["step_s"].to_numpy()[others]
     return StragglerFigures(
         source=split.source, note=split.note, steps_compared=blocks.steps, workers=table,
         cost=float(df["wait_s"].sum() / df["step_s"].sum()) if df["step_s"].sum() > 0 else math.nan,
         step_s=float(np.nanmedian(median_step)),
         equal_step_ratio=float(np.nansum(predicted) / actual) if actual > 0 else math.nan,
         placement=placement, compute_now_s=now, compute_proposed_s=proposed, slowest=slowest,
-        others_wait_share=float(others["wait_s"].sum() / others["step_s"].sum()) if len(others) else math.nan)
+        others_wait_share=float(np.nansum(wait) / np.nansum(step)) if len(step) else math.nan)
 
 
 def _worker_table(df: pd.DataFrame, blocks: StepBlocks, busy: np.ndarray, median_min_busy: float,

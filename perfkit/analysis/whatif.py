@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis.cpu import host_budgets, worker_hosts
-from perfkit.analysis.stragglers import (STEP_KEY, StepBlocks, StepSplit, allowances, held_to_a_core, row_median,
+from perfkit.analysis.stragglers import (STEP_KEY, StepSplit, allowances, held_to_a_core, row_median,
                                          step_keys, work_per_step)
 from perfkit.analysis.summary import final_attempt
 from perfkit.results import RunMeta, RunRecord
@@ -203,7 +203,7 @@ class StepModel:
             return None
         own_busy = df.groupby("worker")["busy_s"].median()
         rel = df["busy_s"] / df["worker"].map(own_busy).replace(0.0, math.nan)
-        blocks = StepBlocks.of(df, split.workers)  # one row per step, one column per worker
+        blocks = split.blocks  # one row per step, one column per worker
         keys = pd.Index(blocks.matrix(df[STEP_KEY])[:, 0].astype("int64"), name=STEP_KEY)
         per = pd.DataFrame({"jitter": np.fmax.reduce(blocks.matrix(rel), axis=1),
                             "transfer": blocks.matrix(df["transfer_s"])[:, 0],
