@@ -176,10 +176,14 @@ def _finish(df: pd.DataFrame, source: str, workers: int, why: str = "") -> StepS
     df = df[_full_steps(df, workers)]
     if df.empty:
         return None
-    steps = StepBlocks.of(df, workers)
-    transfer = steps.each_row(np.fmin.reduce(steps.matrix(df["collective_s"]), axis=1))
-    df = df.assign(transfer_s=transfer, wait_s=df["collective_s"].to_numpy() - transfer)
-    return StepSplit(source, df.reset_index(drop=True), workers, why)
+    split = StepSplit(source, df.reset_index(drop=True), workers, why)
+    # Its steps-by-workers order, found here once, serves the straggler figures and the what-if model too;
+    # the two columns added below move no row, so the order stays the split's.
+    blocks, steps = split.blocks, split.steps
+    transfer = blocks.each_row(np.fmin.reduce(blocks.matrix(steps["collective_s"]), axis=1))
+    steps["transfer_s"] = transfer
+    steps["wait_s"] = steps["collective_s"].to_numpy() - transfer
+    return split
 
 
 def _full_steps(df: pd.DataFrame, workers: int) -> np.ndarray:
