@@ -109,7 +109,9 @@ def _fill_from_run(t: Training, run_dir: Path) -> Training:
     t.steady_epoch_s, t.steady_samples_per_s = s.steady_epoch_s, s.steady_samples_per_s
     t.val_accuracy, t.cpu_mean, t.fit_s = s.val_accuracy, s.cpu_mean, s.fit_s
     t.extra = {"epochs": s.epochs, "startup_s": s.startup_s, "cpu_p95": s.cpu_p95,
-               "cpu_budget": record.run.cluster.cpu_budget.get("mechanism")}
+               "cpu_budget": record.run.cluster.cpu_budget.get("mechanism"),
+               # the sampler thread's own CPU seconds per second of the run (run.json -> sampler)
+               "sampler_cpu_share": (record.run.sampler.get("overhead_pct") or math.nan) / 100}
     return t
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -16,17 +16,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
-from perfkit.events import NullObserver
+from perfkit.analysis.renderers.progress import ProgressObserver, WarningsOnly
 
 if TYPE_CHECKING:
     from perfkit.analysis.result import Analysis
@@ -84,69 +76,6 @@ def knobs(steps_per_execution: int, metrics: str, bytes_per_pack: int, all_reduc
 
     return Knobs(steps_per_execution=steps_per_execution, metrics=metrics, bytes_per_pack=bytes_per_pack,
                  all_reduce=all_reduce, prefetch=prefetch)
-
-
-class WarningsOnly(NullObserver):
-    """``--quiet``: no progress, but what the user must know (an exposed server, unenforced budgets)."""
-
-    def warning(self, text: str) -> None:
-        print(f"perfkit: warning: {text}", file=sys.stderr)
-
-
-class ProgressObserver:
-    """Epoch and step bars with live loss, accuracy and CPU%; it only reads what the trainer reports."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[info]}"),
-            console=console,
-            transient=False,
-        )
-        self._cpu: Callable[[], float | None] = lambda: None
-        self._epochs_task: Any = None
-        self._steps_task: Any = None
-        self._steps = 0
-
-    def phase(self, text: str) -> None:
-        self.console.print(f"[dim]- {text}[/dim]")
-
-    def warning(self, text: str) -> None:
-        self.console.print(f"[yellow]warning: {escape(text)}[/yellow]")
-
-    def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:
-        self._cpu, self._steps = cpu, steps_per_epoch
-        self._progress.start()
-        self._epochs_task = self._progress.add_task("epochs", total=epochs, info="")
-        self._steps_task = self._progress.add_task("steps ", total=steps_per_epoch, info="")
-
-    def step(self, epoch: int, step: int, logs: Mapping[str, Any]) -> None:
-        from perfkit.analysis.renderers.console import fmt
-
-        cpu = self._cpu()
-        info = (f"loss {fmt(logs.get('loss'), '.4f')}  acc {fmt(logs.get('accuracy'), '.4f')}"
-                f"  CPU {fmt(cpu, '.0f', '%')}")
-        self._progress.update(self._steps_task, completed=step + 1, info=info)
-
-    def epoch(self, epoch: int, row: Mapping[str, Any]) -> None:
-        from perfkit.analysis.renderers.console import fmt
-
-        info = (f"epoch {epoch + 1}: {fmt(row.get('train_s', math.nan) + row.get('val_s', 0.0), '.1f', ' s')}"
-                f"  val_acc {fmt(row.get('val_accuracy'), '.4f')}  val_auc {fmt(row.get('val_auc'), '.4f')}")
-        self._progress.update(self._epochs_task, advance=1, info=info)
-        self._progress.reset(self._steps_task, total=self._steps, info="")
-
-    def training_finished(self) -> None:
-        if self._steps_task is not None:
-            self._progress.update(self._steps_task, visible=False)
-        self.close()
-
-    def close(self) -> None:
-        self._progress.stop()
 
 
 def summary_table(summary: RunSummary, epochs: Any) -> Table:

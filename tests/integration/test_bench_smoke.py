@@ -33,6 +33,17 @@ def test_overhead_smoke(tmp_path: Path) -> None:
     assert r["window_cost_s"]["median"] == pytest.approx(instrumented["median"] - untraced["median"])
     untraced_run = json.loads((Path(r["untraced"]["runs"][0]["run_dir"]) / "run.json").read_text())
     assert untraced_run["config"]["profile_steps"] == "off"
+    # the untraced side accounted piece by piece: the recorder's per-step cost timed in isolation (tf-keras
+    # skips the hooks with no callback, so the recorder's arm is the slower) and the sampler's CPU share
+    a = r["accounted"]
+    hooks = a["hook_cost"]
+    assert hooks["rounds"] == 2 and hooks["refresh_hz"] == 2.0 and 0 < hooks["redraw_ms"] < 1000
+    assert all(q > n for q, n in zip(hooks["us_per_step"]["quiet"], hooks["us_per_step"]["none"], strict=True))
+    assert 0 < hooks["recorder_us_per_step"]["quiet"] < 1000 and 0 < positive(a["sampler_share"]) < 0.5
+    per_step_s = hooks["recorder_us_per_step"]["quiet"] * 1e-6
+    assert a["recorder_share"] == pytest.approx(per_step_s * positive(a["steps_per_s"]))
+    assert a["untraced_ratio"] == pytest.approx(1 + a["recorder_share"] + a["sampler_share"]["median"])
+    assert a["untraced_in_terminal_ratio"] > a["untraced_ratio"] and a["meets_target"] in (True, False)
 
 
 @pytest.mark.timeout(480)

@@ -4,6 +4,8 @@ Every format is a module here with ``render(a, out, options)``: it writes the sa
 DataFrames and the verdict) to a text stream, and never computes a figure itself. ``render`` picks the
 module by name; ``write`` puts the output in a file through a temporary file and a rename, so a failed
 render leaves nothing half-written. Modules are imported on use (the HTML one loads plotly).
+Beside the family: ``progress`` draws a run live from the trainer's events (the terminal's progress bars),
+not an analysis; ``scaling_*`` render a scaling study.
 """
 
 from __future__ import annotations
