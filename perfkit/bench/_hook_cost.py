@@ -61,7 +61,6 @@ def measure(rounds: int, steps: int) -> dict[str, Any]:
     logs = {"loss": tf().constant(0.5), "accuracy": tf().constant(0.8)}  # tensors, as fit passes them
     got: dict[str, list[float]] = {"none": [], "quiet": [], "progress": []}
     redraw_ms: list[float] = []
-    refresh_hz = 0.0
     for _ in range(rounds):  # interleaved, so a slow moment touches every arm alike
         got["none"].append(_per_step_us(k, model, [], logs, steps))
         got["quiet"].append(_per_step_us(k, model, [_recorder(WarningsOnly().step)], logs, steps))
@@ -70,11 +69,11 @@ def measure(rounds: int, steps: int) -> dict[str, Any]:
         try:
             got["progress"].append(_per_step_us(k, model, [_recorder(shown.step)], logs, steps))
             start = time.perf_counter_ns()
-            shown._progress.refresh()  # one redraw, as its refresh thread does
+            shown.redraw()
             redraw_ms.append((time.perf_counter_ns() - start) / 1e6)
         finally:
             shown.close()
-            refresh_hz = float(shown._progress.live.refresh_per_second)
+    refresh_hz = ProgressObserver(Console(file=io.StringIO())).refresh_per_second
     return {"rounds": rounds, "steps": steps, "us_per_step": got,
             "recorder_us_per_step": {arm: statistics.median(a - b for a, b in zip(got[arm], got["none"], strict=True))
                                      for arm in ("quiet", "progress")},
@@ -82,10 +81,16 @@ def measure(rounds: int, steps: int) -> dict[str, Any]:
             "redraw_core_share": statistics.median(redraw_ms) / 1e3 * refresh_hz}
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m perfkit.bench._hook_cost", description=__doc__)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--steps", type=int, default=STEPS)
+    p.add_argument("--rounds", type=_positive, default=5)
+    p.add_argument("--steps", type=_positive, default=STEPS)
     args = p.parse_args(argv)
     print(JSON_MARK + json.dumps(measure(args.rounds, args.steps)), flush=True)
     return 0

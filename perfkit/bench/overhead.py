@@ -92,10 +92,10 @@ def _accounted(untraced: list[Training], args: argparse.Namespace, report: Repor
     per_step = hooks["recorder_us_per_step"]
     recorder = per_step["quiet"] * 1e-6 * steps_per_s["median"]
     shown = per_step["progress"] * 1e-6 * steps_per_s["median"] + hooks["redraw_core_share"]
+    untraced = 1 + recorder + sampler["median"]
     return {"hook_cost": hooks, "steps_per_s": steps_per_s, "sampler_share": sampler, "recorder_share": recorder,
-            "untraced_ratio": 1 + recorder + sampler["median"],
-            "untraced_in_terminal_ratio": 1 + shown + sampler["median"],
-            "meets_target": 1 + recorder + sampler["median"] <= TARGETS["untraced"]}
+            "untraced_ratio": untraced, "untraced_in_terminal_ratio": 1 + shown + sampler["median"],
+            "meets_target": untraced <= TARGETS["untraced"]}
 
 
 def _ratios(side: list[Training], bare: list[Training]) -> dict[str, object]:

@@ -78,5 +78,14 @@ class ProgressObserver:
             self._progress.update(self._steps_task, visible=False)
         self.close()
 
+    @property
+    def refresh_per_second(self) -> float:
+        """How often the display redraws itself from its own thread."""
+        return float(self._progress.live.refresh_per_second)
+
+    def redraw(self) -> None:
+        """One redraw, as its refresh thread makes them (``perfkit bench overhead`` times it)."""
+        self._progress.refresh()
+
     def close(self) -> None:
         self._progress.stop()
