@@ -186,14 +186,21 @@ def env_with_repo() -> dict[str, str]:
 
 # ----------------------------------------------------------------------------------------- repeat, stats
 def interleave(arms: dict[str, Callable[[int], T]], repeats: int,
-               log: Callable[[str], None] | None = None) -> dict[str, list[T]]:
-    """Run every arm once per round, in order (A B A B ...): slow drift of the machine hits all alike."""
+               log: Callable[[str], None] | None = None, rotate: bool = True) -> dict[str, list[T]]:
+    """Run every arm once per round (A B C, B C A, C A B, ...): slow drift of the machine hits all alike.
+
+    Each round starts one arm later than the last, so a drift within a round (a machine warming up, a
+    neighbour starting) does not land on the same arm every time. ``rotate=False`` keeps the given order
+    for arms that measure what an earlier arm of the same round left behind (a second, cached analysis).
+    """
     out: dict[str, list[T]] = {name: [] for name in arms}
+    names = list(arms)
     for i in range(repeats):
-        for name, measure in arms.items():
+        start = i % len(names) if rotate and names else 0
+        for name in names[start:] + names[:start]:
             if log:
                 log(f"[{i + 1}/{repeats}] {name}")
-            out[name].append(measure(i))
+            out[name].append(arms[name](i))
     return out
 
 

@@ -121,7 +121,8 @@ def measure_case(case: str, args: argparse.Namespace, report: Report) -> None:
     workers = sum(n for _, _, n in spec["hosts"])
     progress(f"{case}: generating {workers} workers x {steps:,} steps, {rows:,} CPU samples")
     result: dict[str, Any] = {"generated": generate(root, spec["hosts"], steps, rows), "arms": {}}
-    got = interleave(_arms(case, root, args), args.repeats, lambda s: progress(f"{case} {s}"))
+    # in order: the cached arm is the second analysis of what the uncached arm just computed
+    got = interleave(_arms(case, root, args), args.repeats, lambda s: progress(f"{case} {s}"), rotate=False)
     for arm, procs in got.items():
         ok = [p for p in procs if p.ok]
         result["arms"][arm] = {"cmd": procs[0].cmd[2:], "wall_s": stats(p.wall_s for p in ok),
