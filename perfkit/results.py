@@ -14,13 +14,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from perfkit._atomic import atomic_write, write_error
 from perfkit.config import sanitize_id
 from perfkit.errors import ResultsError, UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+# pandas is imported where a table is read: run.json alone (`perfkit runs`, every command's start, the
+# launcher) needs none of it, and its import is ~0.35 s on a 2-core machine.
 
 SCHEMA_VERSION = 1
 STATUSES = ("running", "complete", "failed", "interrupted")
@@ -340,6 +343,8 @@ def _read_frame(path: Path, columns: tuple[str, ...], text: tuple[str, ...] = ()
     """``text``: columns of few distinct strings, read as categories straight from Parquet's dictionary
     (10M CPU samples: 0.7 s, where strings then a category took 1.6 s), their categories sorted as
     ``astype("category")`` sorts them."""
+    import pandas as pd
+
     if not path.is_file():
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
     try:
@@ -356,6 +361,8 @@ def _read_frame(path: Path, columns: tuple[str, ...], text: tuple[str, ...] = ()
 
 
 def _worker_frames(path: Path, name: str, columns: tuple[str, ...]) -> pd.DataFrame:
+    import pandas as pd
+
     frames = []
     for wdir in sorted((path / "workers").glob("*"), key=lambda p: (len(p.name), p.name)):
         if wdir.name.isdigit() and (wdir / name).is_file():

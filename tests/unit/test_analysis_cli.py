@@ -97,3 +97,11 @@ def test_analysis_imports_neither_tensorflow_nor_plotly_without_html(results: Pa
     proc = subprocess.run([sys.executable, "-c", code, str(results)], capture_output=True, text=True, timeout=120)
     assert proc.stderr.strip().splitlines()[-1] == "0 False False", proc.stderr
 
+
+
+def test_the_commands_register_without_pandas_or_numpy() -> None:
+    # every command (`perfkit --help`, the launcher of `perfkit run`) pays for what registration imports
+    code = ("import sys; from perfkit.cli import _register; _register(); "
+            "print(sorted(m for m in ('pandas', 'numpy', 'tensorflow', 'plotly') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
