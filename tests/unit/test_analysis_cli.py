@@ -98,7 +98,6 @@ def test_analysis_imports_neither_tensorflow_nor_plotly_without_html(results: Pa
     assert proc.stderr.strip().splitlines()[-1] == "0 False False", proc.stderr
 
 
-
 def test_the_commands_register_without_pandas_or_numpy() -> None:
     # every command (`perfkit --help`, the launcher of `perfkit run`) pays for what registration imports
     code = ("import sys; from perfkit.cli import _register; _register(); "
