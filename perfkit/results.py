@@ -235,6 +235,10 @@ class RunMeta:
         """The chief's task index under ParameterServerStrategy (its process records the epochs)."""
         return next((w.index for w in self.workers if w.role == "chief"), None)
 
+    def plan(self) -> dict[str, Any]:
+        """What the run's fit said of itself (steps per epoch, parameters): run.json's ``plan``, or a worker's."""
+        return dict(self.extra.get("plan") or next((w.plan for w in self.workers if w.plan), None) or {})
+
     def worker(self, index: int) -> WorkerRecord | None:
         return next((w for w in self.workers if w.index == index), None)
 

@@ -210,7 +210,7 @@ def _run_row(run: SweepRun, a: Any, results_dir: Path) -> dict[str, Any]:
     row = a.runs.set_index("run_id").loc[run.run_id]
     meta = load_meta(results_dir / run.run_id)
     gb = int((meta.config or {}).get("batch_size") or 0)
-    plan = run_plan(meta)
+    plan = meta.plan()
     epochs = a.epochs[a.epochs["run_id"] == run.run_id] if not a.epochs.empty else pd.DataFrame()
     steady = epochs.iloc[1:] if len(epochs) > 1 else epochs
     train_s = float(np.median(steady["train_s"])) if len(steady) else math.nan
@@ -253,12 +253,6 @@ def _split(a: Any, run: SweepRun, step_s: float) -> dict[str, Any]:
     out["compute_s"] = (1 - share["transfer_s"] - share["wait_s"] - inp) * step_s
     out["split_source"] = str(w["split_source"].iloc[0]) if "split_source" in w else None
     return out
-
-
-def run_plan(meta: Any) -> dict[str, Any]:
-    """What the run's fit said of itself (steps per epoch, parameters): run.json's ``plan``, or a worker's."""
-    plan = getattr(meta, "extra", {}).get("plan") or next((w.plan for w in meta.workers if w.plan), None)
-    return dict(plan or {})
 
 
 def point_table(runs: pd.DataFrame, record: SweepRecord) -> pd.DataFrame:

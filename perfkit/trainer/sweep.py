@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from perfkit.analysis.scaling import BASELINE, POINT, SweepRecord, SweepRun, run_plan
+from perfkit.analysis.scaling import BASELINE, POINT, SweepRecord, SweepRun
 from perfkit.cluster import ClusterSpec, HostSpec, check_mode
 from perfkit.config import Mode, RunConfig, sanitize_id
 from perfkit.errors import PerfkitError, RunInterrupted, UsageError
@@ -241,7 +241,7 @@ def _one(record: SweepRecord, sweep_dir: Path, cfg: RunConfig, p: SweepPlan, n: 
 def _gradient_bytes(run: Path) -> float | None:
     """The model's parameters as float32 gradient bytes (what each step all-reduces), from run.json's plan."""
     try:
-        params = run_plan(load_meta(run)).get("params")
+        params = load_meta(run).plan().get("params")
     except PerfkitError:
         return None
     return float(params) * 4 if params else None

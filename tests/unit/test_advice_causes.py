@@ -49,15 +49,16 @@ def test_gaps_between_collectives_are_the_idle_time_inside_their_span() -> None:
     assert one["collective_gaps_s"] == 0.0, "one collective is no chain"
 
 
-def _with_collectives(run: Path, gaps: float, validation_steps: int) -> None:
-    """5 collectives a step: 0.1 s in all, the longest 0.06 s, ``gaps`` s idle between them."""
+def _with_collectives(run: Path, gaps: float, validation_steps: int, params: int | None = None) -> None:
+    """5 collectives a step: 0.1 s in all, the longest 0.06 s, ``gaps`` s idle between them; ``params``: the
+    model's parameters, as fit's plan records them."""
     path = run / "trace_steps.parquet"
     t = pd.read_parquet(path)
     write_parquet(path, t.assign(collective_total_s=0.1, overlap_s=0.0, collectives=5, allreduce_max_s=0.06,
                                  collective_gaps_s=gaps))
     meta = json.loads((run / "run.json").read_text())
-    set_meta(run, workers=[{**w, "plan": {"steps_per_epoch": 10, "validation_steps": validation_steps}}
-                           for w in meta["workers"]])
+    plan = {"steps_per_epoch": 10, "validation_steps": validation_steps} | ({"params": params} if params else {})
+    set_meta(run, workers=[{**w, "plan": plan} for w in meta["workers"]])
 
 
 def test_the_metrics_save_their_reductions_and_gaps_in_training_and_validation_batches(tmp_path: Path) -> None:
@@ -75,6 +76,20 @@ def test_the_metrics_save_their_reductions_and_gaps_in_training_and_validation_b
     assert spe["predicted_lo"] == pytest.approx(EPOCH / (EPOCH - 15 * framework * 7 / 8))  # the gaps stay
     assert spe["predicted_speedup"] == pytest.approx(EPOCH / (EPOCH - 15 * idle * 7 / 8))  # idle once per call
     assert spe["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 15 * idle))
+
+
+def test_packing_the_gradients_is_predicted_to_cost_its_extra_collectives_and_hide_nothing(tmp_path: Path) -> None:
+    [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
+    _with_collectives(run, gaps=0.02, validation_steps=5, params=441_729)  # 1.77 MB: two packs of 1 MiB
+    grad = _row(_advice(tmp_path, run), "the gradient all-reduce")
+    one = (0.04 + 0.02 * 4 / 5) / 4  # a collective of the chain besides the longest, with its gaps
+    assert grad["knob"] == "--bytes-per-pack 1048576" and grad["cost_s"] == pytest.approx(0.1 - 0.04)
+    assert grad["predicted_speedup"] == grad["predicted_lo"] == pytest.approx(EPOCH / (EPOCH + 10 * one))
+    assert grad["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * 0.06))  # all of it under the backward
+    assert "2 packs: 1 more collective" in grad["basis"]
+    [small] = write_run(tmp_path, "20260101T020000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
+    _with_collectives(small, gaps=0.02, validation_steps=5, params=200_000)  # 0.8 MB: one pack either way
+    assert not _advice(tmp_path, small).index.str.startswith("the gradient all-reduce").any()
 
 
 def test_validation_saves_at_most_its_own_time(tmp_path: Path) -> None:
