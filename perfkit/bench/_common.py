@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from perfkit.config import PRESETS
 from perfkit.machine import machine_info, versions
 from perfkit.results import utc_now, write_json
+from perfkit.trainer.rounds import turned
 
 T = TypeVar("T")
 PERFKIT = (sys.executable, "-m", "perfkit")
@@ -196,8 +197,7 @@ def interleave(arms: dict[str, Callable[[int], T]], repeats: int,
     out: dict[str, list[T]] = {name: [] for name in arms}
     names = list(arms)
     for i in range(repeats):
-        start = i % len(names) if rotate and names else 0
-        for name in names[start:] + names[:start]:
+        for name in (turned(names, i) if rotate else names):
             if log:
                 log(f"[{i + 1}/{repeats}] {name}")
             out[name].append(arms[name](i))

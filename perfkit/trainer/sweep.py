@@ -2,8 +2,9 @@
 
 Every run is started by the caller's ``train`` (the CLI's: ``perfkit.trainer.options.train`` under its
 progress display), so a sweep point is the same run ``perfkit run`` makes and ``perfkit analyze`` reads.
-Repeats interleave round by round (baseline, 1, 2, 4, baseline, 1, 2, 4, ...) so that drift of the machine
-is shared out among the counts instead of posing as scaling. ``sweep.json`` (``analysis/scaling.py``) is
+Repeats interleave round by round, each round's order turned one place (baseline, 1, 2, 4; 1, 2, 4,
+baseline; ...: ``rounds.py``) so that drift of the machine is shared out among the counts instead of posing
+as scaling. ``sweep.json`` (``analysis/scaling.py``) is
 written atomically before and after every run, so a sweep cut short keeps its finished runs and says so.
 
 Two kinds of point: plain local workers on the whole machine (``--workers N`` of ``perfkit run``, against
@@ -29,6 +30,7 @@ from perfkit.errors import PerfkitError, RunInterrupted, UsageError
 from perfkit.results import load_meta, utc_now
 from perfkit.trainer.hosts.cpubudget import available_cores
 from perfkit.trainer.multi import MultiOptions
+from perfkit.trainer.rounds import turned
 
 Train = Callable[[RunConfig, "MultiOptions | None", str], Path]  # (config, cluster, run id) -> run directory
 Options = Callable[[int, str], "MultiOptions | None"]  # (count, way) -> its cluster (None: in this process)
@@ -186,7 +188,7 @@ def sweep(cfg: RunConfig, p: SweepPlan, results_dir: Path, train: Train, options
     order = p.order()
     total = p.repeats * len(order)
     for round_ in range(1, p.repeats + 1):
-        for k, (n, way) in enumerate(order):
+        for k, (n, way) in enumerate(turned(order, round_ - 1)):
             say(f"[{(round_ - 1) * len(order) + k + 1}/{total}] round {round_}: {_what(n, way)}")
             record = _one(record, sweep_dir, cfg, p, n, way, round_, stamp, train, options)
     record = replace(record, status="complete" if any(r.status == "complete" for r in record.runs) else "failed",

@@ -3,7 +3,8 @@
 It runs the single-machine baseline and the configuration as given (the default), reads the default's
 advice (``analysis/advice.py``), and runs the top K pieces of advice that are perfkit options, one at a time
 on the same configuration, then the combination of those that gained. With repeats, every round runs the
-default and each change in turn, so that drift of the machine is shared out instead of posing as a gain.
+default and each change in turn, the order turned one place each round (``rounds.py``), so that drift of
+the machine is shared out instead of posing as a gain.
 Every run is an ordinary run (label ``tune-...``) that ``perfkit analyze`` reads; the comparison of predicted
 against measured is ``analysis/tuning.py``. Running is the caller's (``train``: the CLI's progress display).
 """
@@ -18,6 +19,7 @@ from typing import Any
 from perfkit.config import KNOB_FLAGS, Knobs, Mode, RunConfig, sanitize_id
 from perfkit.errors import PerfkitError
 from perfkit.trainer.multi import MultiOptions
+from perfkit.trainer.rounds import turned
 
 DEFAULT = "default"
 COMBINED = "combined"
@@ -69,8 +71,8 @@ def tune(cfg: RunConfig, opts: MultiOptions, results_dir: Path, train: Train, to
     advice = analysis.advice[analysis.advice["run_id"] == first.name] if not analysis.advice.empty else analysis.advice
     changes = [(str(k), c) for k in advice["knob"] for c in [knob_change(k)] if c is not None][:top]
     tried = {DEFAULT: Tried(DEFAULT, {}, (first,))} | {k: Tried(k, c) for k, c in changes}
-    for round_ in range(repeats):
-        for change, knobs in ([(DEFAULT, {})] if round_ else []) + changes:
+    for round_ in range(repeats):  # the first default ran already; later rounds turn the order (rounds.py)
+        for change, knobs in (turned([(DEFAULT, {})] + changes, round_) if round_ else changes):
             tried[change] = _try(tried[change], cfg, opts, train, say, f"{change} (round {round_ + 1}/{repeats})")
     gains = [t for t in tried.values() if t.change != DEFAULT and _gained(t, tried[DEFAULT], results_dir)]
     if len(gains) > 1:

@@ -99,7 +99,7 @@ def test_repeats_interleave_and_a_failed_run_is_recorded(tmp_path: Path) -> None
     train = _FakeTrain(tmp_path, fail="r1-n2")
     d = sweep(cfg, plan(cfg, "1,2", 2, "strong", None), tmp_path, train, _options, lambda s: None, "T0")
     order = [(c[0].rsplit("-", 1)[1], c[3]) for c in train.calls]
-    assert order == [("base", None), ("n1", 1), ("n2", 2)] * 2
+    assert order == [("base", None), ("n1", 1), ("n2", 2), ("n1", 1), ("n2", 2), ("base", None)]  # turned
     rec = load_sweep(d)
     assert rec.status == "complete" and [r.status for r in rec.runs].count("failed") == 1
     failed = next(r for r in rec.runs if r.status == "failed")
