@@ -2,7 +2,8 @@
 
 It runs the single-machine baseline and the configuration as given (the default), reads the default's
 advice (``analysis/advice.py``), and runs the top K pieces of advice that are perfkit options, one at a time
-on the same configuration, then the combination of those that gained. With repeats, every round runs the
+on the same configuration, then the combination of those that gained, each of its rounds with one more
+default run. With repeats, every round runs the
 default and each change in turn, the order turned one place each round (``rounds.py``), so that drift of
 the machine is shared out instead of posing as a gain.
 Every run is an ordinary run (label ``tune-...``) that ``perfkit analyze`` reads; the comparison of predicted
@@ -59,7 +60,7 @@ def knob_change(flag_text: str) -> dict[str, Any] | None:
 def tune(cfg: RunConfig, opts: MultiOptions, results_dir: Path, train: Train, top: int, repeats: int,
          say: Callable[[str], None]) -> TuneResult:
     """Baseline, default, then the top ``top`` options of its advice and their combination, ``repeats``
-    rounds each (the default once more per extra round)."""
+    rounds each (the default once more per extra round, and once in each round of the combination)."""
     from perfkit.analysis.analyze import analyze
 
     say("the single-machine baseline")
@@ -78,8 +79,10 @@ def tune(cfg: RunConfig, opts: MultiOptions, results_dir: Path, train: Train, to
     if len(gains) > 1:
         both = {k: v for t in gains for k, v in t.knobs.items()}
         tried[COMBINED] = Tried(COMBINED + ": " + ", ".join(t.change for t in gains), both)
-        for round_ in range(repeats):
-            tried[COMBINED] = _try(tried[COMBINED], cfg, opts, train, say, f"the combination (round {round_ + 1})")
+        for round_ in range(repeats):  # with the default again, so drift since the first rounds is shared too
+            for key in turned([COMBINED, DEFAULT], round_):
+                what = "the combination" if key == COMBINED else DEFAULT
+                tried[key] = _try(tried[key], cfg, opts, train, say, f"{what} (round {round_ + 1}/{repeats})")
     return TuneResult(baseline, first, advice, tuple(tried.values()))
 
 

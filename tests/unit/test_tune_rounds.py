@@ -52,7 +52,9 @@ def test_tune_turns_its_rounds_and_runs_the_combination_after(tmp_path: Path,
     # round 1 after the default the advice was read from; rounds 2 and 3 start one place later each
     assert calls[2:5] == [m, s, b]
     assert calls[5:9] == [m, s, b, "default"] and calls[9:13] == [s, b, "default", m]
-    assert calls[13:] == [f"combined: {m}, {s}"] * 3
+    # the combination's rounds run the default again beside it, turned too
+    c = f"combined: {m}, {s}"
+    assert calls[13:] == [c, "default", "default", c, c, "default"]
 
 
 def test_tune_combines_nothing_when_one_change_gained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
