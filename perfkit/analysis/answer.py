@@ -111,8 +111,9 @@ def advice_line(row: Any, a: Analysis) -> str | None:
         return None
     # the what-if lines already state the straggler's remedy: the first option perfkit can run is news
     usable = adv[adv["knob"].map(lambda k: present(k) and k.startswith("--"))]
-    gaining = usable[usable["predicted_speedup"].astype(float) > 1.0]  # a knob predicted to lose is no advice
-    top = next(c for c in (gaining, usable, adv) if not c.empty).iloc[0]
+    # a change predicted to lose is no advice, whether perfkit can run it or the script must make it
+    gaining = [c[c["predicted_speedup"].astype(float) > 1.0] for c in (usable, adv)]
+    top = next(c for c in (*gaining, usable, adv) if not c.empty).iloc[0]
     change = f"try {top.knob}" if present(top.knob) else f"change {top.api}"
     span = (f" ({top.predicted_lo:.2f}–{top.predicted_hi:.2f}x)"
             if ok(top.predicted_lo) and ok(top.predicted_hi) and top.predicted_hi != top.predicted_lo else "")

@@ -92,6 +92,26 @@ def test_packing_the_gradients_is_predicted_to_cost_its_extra_collectives_and_hi
     assert not _advice(tmp_path, small).index.str.startswith("the gradient all-reduce").any()
 
 
+def test_a_launched_scripts_verdict_names_the_first_change_predicted_to_gain() -> None:
+    from types import SimpleNamespace
+
+    from perfkit.analysis.answer import advice_line
+
+    # a launched script's advice: API lines only (no perfkit option), the costliest predicted to lose
+    rows = [("the gradient all-reduce not hidden under compute", 0.31, "CommunicationOptions(bytes_per_pack=1)",
+             0.99, 0.99, 1.46), ("metric and loss reductions", 0.07, "model.compile(...)", 1.05, 1.04, 1.07)]
+    adv = pd.DataFrame([{"run_id": "r", "rank": k + 1, "cause": c, "cost_share": share, "knob": None, "api": api,
+                         "predicted_speedup": p, "predicted_lo": lo, "predicted_hi": hi,
+                         "tried": "not tried: change the script (api)"}
+                        for k, (c, share, api, p, lo, hi) in enumerate(rows)])
+    line = advice_line(SimpleNamespace(run_id="r"), SimpleNamespace(advice=adv))  # type: ignore[arg-type]
+    assert line == ("Advice: metric and loss reductions costs 7% of a steady epoch: change model.compile(...), "
+                    "predicted 1.05x (1.04–1.07x) (not tried: change the script (api)); 1 more in the advice table.")
+    lose = adv.assign(predicted_speedup=0.98)  # none predicted to gain: the costliest, as before
+    assert advice_line(SimpleNamespace(run_id="r"), SimpleNamespace(advice=lose)).startswith(  # type: ignore[arg-type]
+        "Advice: the gradient all-reduce not hidden under compute costs 31%")
+
+
 def test_validation_saves_at_most_its_own_time(tmp_path: Path) -> None:
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
     _with_collectives(run, gaps=0.0, validation_steps=1000)
