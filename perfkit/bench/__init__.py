@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "ps-clock": ("perfkit.bench.ps_clock", "--mode ps: epoch time with and without the per-worker step clock"),
     "network": ("perfkit.bench.network", "2 emulated hosts, links from unshaped to 20 Mbit/s: the transfer term per step"),
     "tune": ("perfkit.bench.tune", "perfkit tune on 2 and 4 local workers and the README's cluster: advice tried"),
+    "healthy": ("perfkit.bench.healthy", "healthy runs of several shapes launched N times: false failures, time to exit"),
     "faults": ("perfkit.bench.faults", "hangs, cut links, full disk, killed launcher: time to name each, named right"),
     "scaling": ("perfkit.bench.scaling", "perfkit sweep's forecast: fitted on 1, 2, 4 emulated workers, checked on 8"),
     "startup": ("perfkit.bench.startup", "command to first step: 1 process against 4 and 8 local workers"),

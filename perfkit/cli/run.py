@@ -51,7 +51,8 @@ def run_command(
     hang_timeout: Annotated[str, typer.Option(help="multi: call the cluster hung when no worker ends a step for "
                                               "this many seconds and name the stuck worker; 'auto': 10x the "
                                               "longest pause between steps seen, at least 30 s (before the first "
-                                              "step, the connect timeout).")] = "auto",
+                                              "step, the connect timeout). Not after a worker's last step: its exit has "
+                                              "300 s of its own.")] = "auto",
     max_restarts: Annotated[int, typer.Option(help="multi: restart the cluster up to K times after a worker "
                                               "dies; training resumes from the last completed epoch.")] = 0,
     profile_steps: Annotated[str, typer.Option(help="TF profiler trace window on every worker: global steps "

@@ -9,7 +9,8 @@ count moved for the limit:
 - after: ``--hang-timeout`` seconds, or by default ``FACTOR`` x the longest pause between two progress
   events seen so far in this attempt (an epoch's end, validation, a trace window), at least ``FLOOR_S``.
 A worker whose main thread is busy computing outside a collective (its CPU at least ``BUSY_SHARE`` of its
-cores) holds the call off: a slow worker is not a hung one, up to ``CEILING_S``.
+cores) holds the call off: a slow worker is not a hung one, up to ``CEILING_S``. Once every worker is past
+its last step, no hang is called: what is left is their exits, which ``teardown.py`` watches.
 
 Blame (``diagnose``): the workers that stopped, first by when their progress stopped, are the cause -- a
 stopped process (SIGSTOP), one whose heartbeat stopped (its Python blocked in native code), one whose main
@@ -102,7 +103,7 @@ def blame(seen: Seen, now_wall_ns: int) -> str | None:
         return (f"stopped answering{at}: no heartbeat for {age:.0f} s, its Python blocked in native code "
                 f"(last seen {_place(main)})")
     if main.get("kind") in ("user", "perfkit", "python") and not busy(seen):
-        return f"is stuck in its own code{at}: {_place(main)}, idle ({_cpu(seen)})"
+        return f"is stuck in its own code{at}: {_place(main)}, idle ({cpu_text(seen)})"
     return None
 
 
@@ -114,7 +115,7 @@ def busy(seen: Seen) -> bool:
 def waiting(seen: Seen) -> str:
     main = (seen.beat or {}).get("main") or {}
     if main.get("kind") == "tensorflow":
-        return f"{seen.name} waits for it inside TensorFlow ({_place(main)}, {_cpu(seen)})"
+        return f"{seen.name} waits for it inside TensorFlow ({_place(main)}, {cpu_text(seen)})"
     return f"{seen.name} waits for it"
 
 
@@ -157,7 +158,7 @@ def _place(main: dict[str, Any]) -> str:
     return f"at {Path(str(main['file'])).name}:{main.get('line')} in {main.get('function')}"
 
 
-def _cpu(seen: Seen) -> str:
+def cpu_text(seen: Seen) -> str:
     return f"CPU {seen.cpu:.0f}%" if seen.cpu is not None else "CPU unknown"
 
 

@@ -181,6 +181,8 @@ def supervise_run(run: RunDir, env: HostEnv, opts: MultiOptions, observer: Obser
         failure = _launcher_error(exc)
     finally:
         launcher.stop()
+        for note in launcher.end_notes():
+            observer.warning(note)
         try:
             observer.training_finished()
         except OSError as exc:  # a closed terminal (SIGHUP): the run must still be recorded

@@ -7,6 +7,8 @@ the launcher alone decides when they stop), samples their CPU, follows their sta
   handler swallows SIGTERM) and records which worker died, how, and its last log lines;
 - notices a hung cluster (no step ends on any worker for the hang limit) and names the worker that stopped
   first, the peers as waiting for it (``hang.py``, from each worker's heartbeat);
+- once every worker is past its last step, times each one's exit instead, never calling that a hang
+  (``teardown.py``);
 - with ``max_restarts``, restarts the whole cluster and lets BackupAndRestore resume the last epoch;
 - on Ctrl-C, stops every worker and marks the run ``interrupted``.
 """
@@ -30,7 +32,7 @@ from perfkit.cluster import ClusterSpec, is_loopback
 from perfkit.events import Observer
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.results import RunDir, write_json
-from perfkit.trainer import hang
+from perfkit.trainer import hang, teardown
 from perfkit.trainer.forkserver import Adopted, ForkServer, worker_env
 from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.probe import listening, lost_links, unreachable
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 POLL_S = 0.25
-LIMITED_FROM = ("training", "done", "serving")  # a worker past its imports: its host's deferred budget applies
+LIMITED_FROM = ("training", "finishing", "done", "serving")  # a worker past its imports: its host's deferred budget applies
 STOP_GRACE_S = 3.0
 
 
@@ -97,6 +99,7 @@ class Launcher:
         self._progress_started = False
         self._epochs_shown = 0
         self._chief_seen, self._probed = False, 0.0  # a part of a ps cluster without its chief
+        self.ends = teardown.Ends()  # each worker's last step to its exit (trainer/teardown.py)
 
     # -- one attempt -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -112,7 +115,7 @@ class Launcher:
                 self.env.started(w.index, w.proc.pid)
             self.sampler.watch(Target(w.proc.pid, w.index, self.cluster.tasks[w.index].role, w.placement.host))
             w.status = {}
-        self.progress, self._beats = self._new_progress(), {}
+        self.progress, self._beats, self.ends = self._new_progress(), {}, teardown.Ends()
 
     def _spawn(self, w: Worker, log_path: Path) -> subprocess.Popen[bytes] | Adopted:
         """Forked with TensorFlow imported where the fork server runs; else a new process in its own session."""
@@ -146,11 +149,43 @@ class Launcher:
                 deadline = 0.0
             if deadline and time.monotonic() > deadline:
                 return self._not_formed()
-            if not deadline:
+            if not deadline and self._past_steps():
+                if self._overdue():
+                    return None  # every step ran: the run is complete, its slow exits said as warnings
+            elif not deadline:
                 hung = self._hung()
                 if hung is not None:
                     return hung
             time.sleep(POLL_S)
+
+    def _past_steps(self) -> bool:
+        """Every running watched worker ran its last step: only their exits are left (teardown.py), which
+        the hang limit, made for steps, must not judge. A worker says so itself (``finishing``, ``done``);
+        or, the cluster having stepped, a peer whose exit ends the run exited 0: synchronous workers run the
+        same steps, so the others' are behind them too (a custom loop, whose length is not known ahead,
+        tears its iterators down before it can say it is done)."""
+        running = self._watched()
+        if not running:
+            return False
+        if all(teardown.past_steps(w.status) for w in running):
+            return True
+        if not (self.progress.started and any(w.proc is not None and w.proc.poll() == 0 for w in self._finishing())):
+            return False
+        now_mono, now_wall = time.monotonic(), time.time_ns()
+        for w in running:  # their last step: when their progress last moved
+            moved = self.progress.moved.get(w.index, now_mono)
+            self.ends.assume_ended(w.index, now_wall - int((now_mono - moved) * 1e9))
+        return True
+
+    def _overdue(self) -> bool:
+        """Workers past their steps that did not exit in time are stopped (the run stays complete)."""
+        now = time.time_ns()
+        late = self.ends.overdue([self._seen(w) for w in self._watched()], now)
+        if not late:
+            return False
+        self.ends.stop(late, now)
+        self.stop()
+        return True
 
     def _finishing(self) -> list[Worker]:
         """The processes whose exit ends the run: every worker, or under ParameterServerStrategy the chief
@@ -167,7 +202,8 @@ class Launcher:
     def _finished(self) -> bool:
         mine = self._finishing()
         if mine:
-            return all(w.proc is not None and w.proc.poll() == 0 for w in mine)
+            return all(w.proc is not None and (w.proc.poll() == 0 or (w.proc.poll() is not None
+                                                                     and self.ends.excused(w.index))) for w in mine)
         # A host of a ps cluster that runs only servers: done once the chief, seen up, is gone.
         chief = self.cluster.chief
         if chief is None or time.monotonic() - self._probed < 2.0:
@@ -242,7 +278,7 @@ class Launcher:
     def _joined(self, w: Worker) -> bool:
         """Its status says it joined; or, for a command that may write no status (a user's script without
         perfkit.record), its TF server listens on its port: every server up means the cluster forms."""
-        if w.status.get("state") in ("joined", "training", "done", "serving"):
+        if w.status.get("state") in ("joined", "training", "finishing", "done", "serving"):
             return True
         return (not self.spawn.reports and w.proc is not None
                 and listening(w.proc.pid, self.cluster.tasks[w.index].port))
@@ -275,6 +311,8 @@ class Launcher:
                 log.error("worker pid %d did not exit 30 s after SIGKILL", proc.pid)
         for w in self.workers:  # their last word (a server's "stopped") for run.json
             w.status = self._status_file(w.index) or w.status
+            self.ends.observe(w.index, w.status, self._beats.get(w.index), w.proc.poll() if w.proc else None,
+                              time.time_ns())
 
     def interrupt(self, grace: float = STOP_GRACE_S + 2) -> None:
         """Stop every worker so that it saves what it recorded: SIGINT (a worker turns it into
@@ -312,9 +350,12 @@ class Launcher:
             elif cpu.get(w.index, 0.0) > 1.0:  # a command that records nothing shows progress only by computing
                 self.progress.heard(now)
             status = self._status_file(w.index)
+            if status is not None:
+                w.status = status
+            code = w.proc.poll() if w.proc is not None else None
+            self.ends.observe(w.index, w.status, self._beats.get(w.index), code, time.time_ns())
             if status is None:
                 continue  # not written yet, or being replaced this instant
-            w.status = status
             if w.status.get("t_wall_ns") != self._last_seen.get(w.index):
                 self._last_seen[w.index] = w.status.get("t_wall_ns")
                 # A state change before the first step, or a worker without heartbeat (a ps chief counts
@@ -364,6 +405,9 @@ class Launcher:
         if not dead:
             return None
         self._read_statuses()  # what each wrote just before dying (e.g. that it was stopping the profiler)
+        dead = [w for w in dead if not self.ends.excused(w.index)]  # a crash after its last step: a warning
+        if not dead:
+            return None
         # A peer's death makes the survivors fail within a second with UnavailableError, so several can
         # be found dead in one poll: blame the one that died first, by a signal or of its own error.
         first = min(dead, key=lambda w: (w.proc.returncode >= 0, _is_consequence(w.status.get("error")), w.index))
@@ -418,8 +462,12 @@ class Launcher:
                  "exit_code": w.proc.returncode if w.proc else None, "state": w.status.get("state"),
                  "profile": w.status.get("profile"), "calibration": w.status.get("calibration"),
                  "plan": w.status.get("plan"), "started_wall_ns": w.status.get("started_wall_ns"),
-                 "phases": w.status.get("phases")}
+                 "phases": w.status.get("phases"), "teardown": self.ends.record(w.index)}
                 for w in self.workers]
+
+    def end_notes(self) -> list[str]:
+        """Warnings about the workers' exits after their last step (slow, stopped, killed)."""
+        return self.ends.notes({w.index: self._name(w) for w in self.workers})
 
 
 def _is_consequence(error: str | None) -> bool:

@@ -136,7 +136,7 @@ def _kill(pids: list[int]) -> None:
 
 
 # -- a run its launcher did not finish -------------------------------------------------------------------
-SAVED_STATES = ("interrupted", "done", "failed")  # a worker in one of these saved its tables (part.close_part)
+SAVED_STATES = ("interrupted", "finishing", "done", "failed")  # its tables saved (part.close_part, fitpart.finishing)
 
 
 def finish_run(items: list[dict[str, Any]], launcher: int | None, grace: float = STOP_GRACE_S) -> list[Path]:

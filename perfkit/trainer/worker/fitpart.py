@@ -6,16 +6,20 @@ window callbacks, status.json, the tables). Used by ``perfkit.record`` and by th
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfkit._atomic import write_error
 from perfkit.errors import UsageError
 from perfkit.profiler import scalars, tracewindow
 from perfkit.profiler.steps import StepLog, keras_callback
 from perfkit.trainer.worker.part import (INDEX_VAR, RUN_DIR_VAR, Status, StatusObserver, close_part, error_line,
                                          open_part)
+
+log = logging.getLogger("perfkit.worker")
 
 RUN_ID_VAR = "PERFKIT_RUN_ID"
 PART_ATTR = "_perfkit_part"  # on perfkit's callbacks: the part they record into (the start-up hook's fit looks)
@@ -140,6 +144,15 @@ class WorkerPart:
         self.capture = tracewindow.tf_capture(window, target, lambda r: self.status.write(
             profile={**r, "attempt": self.ctx.attempt}), retries, per_epoch, epochs)
 
+    def finishing(self) -> None:
+        """fit ran its last step: the tables saved now and status.json says ``finishing``, while Keras and
+        TensorFlow take fit down (the launcher gives that its own limit: trainer/teardown.py)."""
+        try:
+            self.save()
+        except OSError as exc:  # said again, as the part's failure, when the part closes
+            log.warning("could not save the worker's tables at the end of fit: %s", write_error(exc))
+        self.status.write(state="finishing")
+
     def end(self, exc: BaseException | None) -> tuple[str, str | None]:
         """Stop what was started, save everything; the run's outcome as (status, error)."""
         self.ended = True
@@ -199,6 +212,7 @@ def _window_callback(part: WorkerPart) -> Any:
 
         def on_train_end(self, logs: Any = None) -> None:
             self._pass("on_train_end", logs)
+            part.finishing()
 
     return _Window()
 
