@@ -110,7 +110,8 @@ def bare(root: Path, i: int, args: Any, workers: int = 4) -> Launch:
     teardown = [_after(log, t) for log, t in zip(logs, exits)]
     ok = all(p.returncode == 0 for p in procs)
     return Launch(BARE, ok, max(abs(p.returncode) for p in procs), None, time.monotonic() - start,
-                  "" if ok else f"exit codes {[p.returncode for p in procs]}", teardown, [predicted(log) for log in logs])
+                  "" if ok else f"exit codes {[p.returncode for p in procs]}", teardown,
+                  [predicted(log) for log in logs])
 
 
 def _marks(log: Path) -> dict[str, float]:

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 POLL_S = 0.25
-LIMITED_FROM = ("training", "finishing", "done", "serving")  # a worker past its imports: its host's deferred budget applies
+# A worker past its imports: its host's deferred budget applies.
+LIMITED_FROM = ("training", "finishing", "done", "serving")
 STOP_GRACE_S = 3.0
 
 

@@ -86,9 +86,9 @@ class Ends:
     def stop(self, seen: list[hang.Seen], now_ns: int) -> None:
         for s in seen:
             secs = (now_ns - self.steps_ended[s.index]) / 1e9
-            self.stopped[s.index] = (f"{s.name} had not exited {hang.secs(secs)} s after its last step "
-                                     f"({self.where.get(s.index, 'where unknown')}, {hang.cpu_text(s)}): stopped; every "
-                                     f"step it ran is recorded")
+            where = self.where.get(s.index, "where unknown")
+            self.stopped[s.index] = (f"{s.name} had not exited {hang.secs(secs)} s after its last step ({where}, "
+                                     f"{hang.cpu_text(s)}): stopped; every step it ran is recorded")
 
     def seconds(self, index: int) -> float | None:
         ended, exited = self.steps_ended.get(index), self.exited.get(index)
@@ -104,8 +104,10 @@ class Ends:
                 "signal_after_steps": self.excused(index)}
 
     def notes(self, names: dict[int, str]) -> list[str]:
-        """Warnings for the run's end: workers stopped, killed after their steps, or slow to exit."""
+        """Warnings for the run's end: workers stopped or killed after their steps, each; the slow exits in one
+        line (a cluster's workers mostly wait alike)."""
         out = list(self.stopped.values())
+        slow = []
         for index in sorted(self.steps_ended):
             secs, name = self.seconds(index), names.get(index, f"worker {index}")
             if index in self.stopped or secs is None:
@@ -114,10 +116,17 @@ class Ends:
                 out.append(f"{name} was killed by signal {-self.codes[index]} {hang.secs(secs)} s after its last "
                            f"step (in its teardown; every step it ran is recorded)")
             elif secs >= SLOW_S:
-                out.append(f"{name} took {hang.secs(secs)} s from its last step to exit "
-                           f"({self.where.get(index, 'where unknown')}); see docs/troubleshooting.md#slow-exit")
+                slow.append((index, secs, name))
+        if slow:
+            lo, hi = min(s for _, s, _ in slow), max(s for _, s, _ in slow)
+            took = hang.secs(lo) if hang.secs(lo) == hang.secs(hi) else f"{hang.secs(lo)}-{hang.secs(hi)}"
+            first = slow[0]
+            who = first[2] if len(slow) == 1 else f"{len(slow)} workers"
+            where = self.where.get(first[0], "where unknown")
+            where = where if len(slow) == 1 else f"{first[2]}: {where}"
+            out.append(f"{who} took {took} s from {'its' if len(slow) == 1 else 'their'} last step to exit ({where}); "
+                       f"see docs/troubleshooting.md#slow-exit")
         return out
-
 
 def place(beat: dict[str, Any]) -> str:
     main = beat.get("main") or {}

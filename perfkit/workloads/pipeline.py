@@ -123,7 +123,7 @@ def check_batch(ds: Any, expected: int, spec: str, what: str) -> None:
 
 
 @contextmanager
-def device_datasets_without_autotune() -> Iterator[None]:
+def device_datasets_without_autotune() -> Iterator[bool]:
     """While inside, the strategy's per-device datasets get no tf.data autotuner.
 
     Every distributed dataset is read through a MultiDeviceIterator whose per-device datasets (a generator
@@ -133,6 +133,7 @@ def device_datasets_without_autotune() -> Iterator[None]:
     ``~RootDataset::Iterator`` -> ``~LogicalThreadWrapper``). No public option reaches those datasets
     (per-replica input would, but MultiWorkerMirroredStrategy refuses it), so the private factory is wrapped
     for the duration of ``fit``; if TensorFlow renames it, training runs as before and the tail is logged.
+    Yields whether it applied. A launched script's fit gets it too (``trainer/worker/auto.py``).
     """
     from tensorflow.python.data.ops import multi_device_iterator_ops as mdi
 
@@ -140,7 +141,7 @@ def device_datasets_without_autotune() -> Iterator[None]:
     if original is None:
         log.warning("tf.data: no _create_device_dataset in this TensorFlow; fit may wait for tf.data's "
                     "autotuner thread after the last epoch")
-        yield
+        yield False
         return
 
     def device_dataset(*args: Any, **kwargs: Any) -> Any:
@@ -148,6 +149,6 @@ def device_datasets_without_autotune() -> Iterator[None]:
 
     mdi._create_device_dataset = device_dataset
     try:
-        yield
+        yield True
     finally:
         mdi._create_device_dataset = original

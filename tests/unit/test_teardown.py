@@ -59,6 +59,10 @@ def test_a_workers_end_is_timed_from_its_first_state_past_its_steps_to_its_exit(
     assert notes == ["worker 0 (h 127.0.0.1:1) took 50 s from its last step to exit (its main thread inside "
                      "TensorFlow at traceback_utils.py:65 in error_handler); see docs/troubleshooting.md#slow-exit"]
     assert ends.record(1) is None, "a worker that never passed its steps has no teardown"
+    ends.observe(1, _status("finishing", 100 * S), _beat("tensorflow"), 0, 112 * S)
+    assert ends.notes({0: "worker 0 (h 127.0.0.1:1)"}) == [
+        "2 workers took 12-50 s from their last step to exit (worker 0 (h 127.0.0.1:1): its main thread inside "
+        "TensorFlow at traceback_utils.py:65 in error_handler); see docs/troubleshooting.md#slow-exit"], "one line"
 
 
 def test_a_quick_exit_is_recorded_without_a_warning_and_a_signal_after_the_steps_is_excused() -> None:

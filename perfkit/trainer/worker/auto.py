@@ -15,10 +15,12 @@ Every patch passes the script's arguments, return values and exceptions through 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +85,8 @@ def _fit(original: Any, signature: inspect.Signature, callback_base: type, model
             bound.arguments["callbacks"] = callbacks + part.callbacks()
     STATE.fit_depth += 1
     try:
-        out = original(*bound.args, **bound.kwargs)
+        with _device_datasets(part or owner):
+            out = original(*bound.args, **bound.kwargs)
     except BaseException as exc:
         if part is not None:
             STATE.session.fit_ended(exc)
@@ -93,6 +96,22 @@ def _fit(original: Any, signature: inspect.Signature, callback_base: type, model
     if part is not None:
         STATE.session.fit_ended(None)
     return out
+
+
+@contextlib.contextmanager
+def _device_datasets(recorder: Any) -> Iterator[None]:
+    """A recorded fit builds the strategy's per-device datasets without tf.data's autotuner, as perfkit's own
+    workers do (``workloads/pipeline.py``): TensorFlow's own generator and one-element prefetch, nothing to
+    tune, whose autotuner thread can hold the end of fit up to a minute more (docs/troubleshooting.md); the
+    script's own pipeline is left as it is. What was applied goes into the recorder's plan."""
+    if recorder is None:
+        yield
+        return
+    from perfkit.workloads.pipeline import device_datasets_without_autotune
+
+    with device_datasets_without_autotune() as applied:
+        recorder.device_datasets(applied)
+        yield
 
 
 def _patch_tf(session: Any) -> None:

@@ -95,6 +95,11 @@ class WorkerPart:
         self.capture: tracewindow.TraceCapture | None = None
         self.plan: dict[str, Any] | None = None
         self._callbacks: list[Any] | None = None
+        self._device_autotune: bool | None = None  # the strategy's per-device datasets' autotuner (auto.py)
+
+    def device_datasets(self, autotune_off: bool) -> None:
+        """What the start-up hook applied to this fit's per-device datasets, for the plan."""
+        self._device_autotune = not autotune_off
 
     def callbacks(self) -> list[Any]:
         if self._callbacks is None:
@@ -122,6 +127,8 @@ class WorkerPart:
         with ``steps_per_execution`` K > 1 Keras' batch hooks run once per execution: the window counts
         executions, and the plan says so."""
         self.plan = {"epochs": epochs, "steps_per_epoch": steps_per_epoch, "global_batch": self.global_batch}
+        if self._device_autotune is not None:
+            self.plan["device_datasets_autotune"] = self._device_autotune
         per_epoch = steps_per_epoch
         if steps_per_execution > 1:
             if steps_per_epoch:
