@@ -203,8 +203,7 @@ class Launcher:
     def _finished(self) -> bool:
         mine = self._finishing()
         if mine:
-            return all(w.proc is not None and (w.proc.poll() == 0 or (w.proc.poll() is not None
-                                                                     and self.ends.excused(w.index))) for w in mine)
+            return all(self._ended_well(w) for w in mine)
         # A host of a ps cluster that runs only servers: done once the chief, seen up, is gone.
         chief = self.cluster.chief
         if chief is None or time.monotonic() - self._probed < 2.0:
@@ -213,6 +212,11 @@ class Launcher:
         up = not unreachable([chief], timeout=1.0)
         self._chief_seen = self._chief_seen or up
         return self._chief_seen and not up
+
+    def _ended_well(self, w: Worker) -> bool:
+        """Exited 0, or killed by a signal after its last step (a teardown crash: teardown.py)."""
+        code = w.proc.poll() if w.proc is not None else None
+        return code == 0 or (code is not None and self.ends.excused(w.index))
 
     def _lead(self) -> Worker:
         """Whose status shows the run's progress: the chief of a ParameterServerStrategy cluster, else
