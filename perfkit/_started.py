@@ -26,3 +26,9 @@ def begin_run() -> int:
 def run_origin_ns() -> int:
     """The origin of the current run's "command to first step" (the command's start before any run)."""
     return _origin["ns"]
+
+
+def adopt_origin(ns: int) -> None:
+    """This process's run was started by a command on another host (``perfkit launch --hosts``): its
+    "command to first step" counts from that command's start, SSH and the hosts' preflight included."""
+    _origin["ns"], _origin["runs"] = int(ns), 0  # the run begun next keeps it

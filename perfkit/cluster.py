@@ -25,10 +25,13 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-_HOST_KEYS = {"name", "address", "cores", "workers", "base_port", "link", "ps", "chief"}
+_HOST_KEYS = {"name", "address", "cores", "workers", "base_port", "link", "ps", "chief", "ssh"}
 ROLES = ("worker", "ps", "chief")
 _LINK_KEYS = {"bandwidth_mbit": (0.0, None), "latency_ms": (0.0, 60_000.0), "loss_pct": (0.0, 100.0)}
 _HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+# user@host or an alias: never an option to ssh (no leading '-'), no spaces or shell characters.
+_SSH_TARGET = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@:%+-]{0,254}$")
+UNKNOWN_CORES = 0.0  # a host reached over SSH whose file gives no cores: read there (trainer/remote/hosts.py)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class HostSpec:
     link: Link | None = None  # emulated runs only: the shaping of this host's link
     ps: int = 0  # parameter servers on this host (ParameterServerStrategy)
     chief: bool = False  # this host runs the chief (the coordinator of ParameterServerStrategy)
+    ssh: str | None = None  # the SSH target perfkit launch starts this host's workers through (docs/cluster.md)
 
     @property
     def processes(self) -> int:
@@ -182,7 +186,8 @@ class ClusterSpec:
         return {"source": self.source,
                 "hosts": [{"name": h.name, "address": h.address, "cores": h.cores, "workers": h.workers,
                            "base_port": h.base_port, "picked_ports": list(h.picked_ports),
-                           "link": h.link.to_dict() if h.link else None, "ps": h.ps, "chief": h.chief}
+                           "link": h.link.to_dict() if h.link else None, "ps": h.ps, "chief": h.chief,
+                           **({"ssh": h.ssh} if h.ssh else {})}
                           for h in self.hosts],
                 "workers": [{"index": w.index, "host": w.host, "endpoint": w.endpoint} for w in self.workers],
                 "tasks": [{"index": t.index, "host": t.host, "endpoint": t.endpoint, "role": t.role,
@@ -193,7 +198,7 @@ def cluster_from_dict(d: dict[str, Any]) -> ClusterSpec:
     """Inverse of ``ClusterSpec.to_dict``."""
     hosts = tuple(HostSpec(h["name"], h["address"], float(h["cores"]), int(h["workers"]), int(h["base_port"]),
                            tuple(h.get("picked_ports", ())), Link(**h["link"]) if h.get("link") else None,
-                           int(h.get("ps", 0)), bool(h.get("chief", False)))
+                           int(h.get("ps", 0)), bool(h.get("chief", False)), h.get("ssh"))
                   for h in d["hosts"])
     return ClusterSpec(hosts, source=d.get("source"))
 
@@ -258,7 +263,7 @@ def load_cluster(path: str | Path) -> ClusterSpec:
     if not isinstance(hosts, list) or not hosts:
         raise UsageError(f"{path}: needs at least one [[hosts]] table with name, address, cores, workers, base_port")
     spec = ClusterSpec(tuple(_host(path, i, h) for i, h in enumerate(hosts)), source=str(path))
-    _check_consistent(path, spec)
+    check_consistent(path, spec)
     return spec
 
 
@@ -266,7 +271,9 @@ def _host(path: Path, i: int, h: Any) -> HostSpec:
     where = f"{path}: hosts[{i}]"
     if not isinstance(h, dict):
         raise UsageError(f"{where}: must be a table")
-    unknown, missing = set(h) - _HOST_KEYS, _HOST_KEYS - set(h) - {"base_port", "link", "ps", "chief"}
+    # A host reached over SSH says its own cores (read when perfkit launch starts it).
+    optional = {"base_port", "link", "ps", "chief", "ssh"} | ({"cores"} if "ssh" in h else set())
+    unknown, missing = set(h) - _HOST_KEYS, _HOST_KEYS - set(h) - optional
     if unknown or missing:
         what = f"unknown key(s) {', '.join(sorted(unknown))}" if unknown else f"missing {', '.join(sorted(missing))}"
         raise UsageError(f"{where}: {what}; keys are {', '.join(sorted(_HOST_KEYS))}")
@@ -275,9 +282,11 @@ def _host(path: Path, i: int, h: Any) -> HostSpec:
         raise UsageError(f"{where}.name: {name!r} must use only letters, digits, '.', '_', '-'")
     if not isinstance(address, str) or not (_is_ip(address) or _HOSTNAME.match(address)):
         raise UsageError(f"{where}.address: {address!r} is not an IP address or host name")
-    cores, workers, port = h["cores"], h["workers"], h.get("base_port", 20000)
-    ps, chief = h.get("ps", 0), h.get("chief", False)
-    if isinstance(cores, bool) or not isinstance(cores, (int, float)) or not cores > 0:
+    cores, workers, port = h.get("cores", UNKNOWN_CORES), h["workers"], h.get("base_port", 20000)
+    ps, chief, ssh = h.get("ps", 0), h.get("chief", False), h.get("ssh")
+    if ssh is not None and not (isinstance(ssh, str) and _SSH_TARGET.match(ssh)):
+        raise UsageError(f"{where}.ssh: {ssh!r} is not an SSH target (host, user@host or a ~/.ssh/config alias)")
+    if "cores" in h and (isinstance(cores, bool) or not isinstance(cores, (int, float)) or not cores > 0):
         raise UsageError(f"{where}.cores: {cores!r} must be a positive number")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise UsageError(f"{where}.workers: {workers!r} must be an integer >= 0")
@@ -290,7 +299,8 @@ def _host(path: Path, i: int, h: Any) -> HostSpec:
         raise UsageError(f"{where}.workers: {workers!r} must be an integer >= 1 (or the host runs ps or the chief)")
     if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535 - count:
         raise UsageError(f"{where}.base_port: {port!r} must be an integer in 1024..{65535 - count}")
-    return HostSpec(name, address, float(cores), workers, port, link=_link(where, h.get("link")), ps=ps, chief=chief)
+    return HostSpec(name, address, float(cores), workers, port, link=_link(where, h.get("link")), ps=ps, chief=chief,
+                    ssh=ssh)
 
 
 def _link(where: str, raw: Any) -> Link | None:
@@ -323,7 +333,7 @@ def _is_ip(address: str) -> bool:
         return False
 
 
-def _check_consistent(path: Path, spec: ClusterSpec) -> None:
+def check_consistent(path: Path, spec: ClusterSpec) -> None:
     names = [h.name for h in spec.hosts]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:

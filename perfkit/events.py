@@ -19,6 +19,8 @@ class Observer(Protocol):
 
     def training_finished(self) -> None: ...
 
+    def output(self, source: str, line: str) -> None: ...
+
 
 class NullObserver:
     """Watches nothing: for ``--quiet`` and for library use."""
@@ -40,3 +42,6 @@ class NullObserver:
 
     def training_finished(self) -> None:
         pass
+
+    def output(self, source: str, line: str) -> None:
+        """A line a worker printed on another host (``perfkit launch --hosts``), ``source`` naming it."""

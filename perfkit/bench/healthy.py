@@ -21,7 +21,6 @@ A false failure is a launch that exits non-zero or a run.json whose status is no
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time

@@ -45,23 +45,88 @@ def launch_command(
                                                          "tf.function to time (default: the one that calls "
                                                          "Strategy.run).", show_default=False)] = None,
     cluster_from: opt.ClusterFrom = None,
-    base_port: opt.BasePort = None,
+    base_port: Annotated[Optional[int], typer.Option(help="multi, --hosts or --cluster-from slurm: each worker's "
+                                                     "port on its host is this + its index there [default: 23456].",
+                                                     show_default=False)] = None,
+    hosts: Annotated[Optional[str], typer.Option(help="Start the command on these hosts over SSH: host[:SLOTS],... "
+                                                 "(user@host and ~/.ssh/config aliases too; SLOTS workers on that "
+                                                 "host, default 1); --mode single takes one host. A cluster file "
+                                                 "whose hosts have ssh = \"...\" does the same (docs/cluster.md).",
+                                                 show_default=False)] = None,
+    host: Annotated[Optional[str], typer.Option(help="multi: start only this host's workers of --cluster (run on "
+                                                "each host with the same --run-id; docs/cluster.md).",
+                                                show_default=False)] = None,
+    task_index: Annotated[Optional[int], typer.Option(help="multi: start only this worker of --cluster.",
+                                                      show_default=False)] = None,
+    env: Annotated[Optional[list[str]], typer.Option("--env", help="--hosts: pass this variable (NAME, or "
+                                                     "NAME=VALUE) to the command on every host; nothing else of "
+                                                     "this shell's environment travels.", show_default=False)] = None,
+    remote_perfkit: Annotated[str, typer.Option(help="--hosts: perfkit's command on the hosts (on their PATH over "
+                                                "SSH, or a path).")] = "perfkit",
+    remote_results_dir: Annotated[Optional[str], typer.Option(help="--hosts: where each host writes its part "
+                                                              "('{host}' is replaced by its name; by default "
+                                                              "--results-dir's absolute path).",
+                                                              show_default=False)] = None,
+    agent: Annotated[bool, typer.Option("--agent", hidden=True)] = False,
     allow_unenforced: opt.AllowUnenforced = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run directory.")] = False,
 ) -> None:
-    """Run COMMAND once per worker (perfkit launch --workers 2 -- python train.py ARGS): a Python script's Keras
-    fit or custom loop is recorded as it is (steps, epochs, a trace window); any command gets CPU, memory and
-    exit status."""
-    from perfkit.trainer.command import run_launch
-    from perfkit.trainer.options import launch_options
+    """Run COMMAND once per worker (perfkit launch --workers 2 -- python train.py ARGS; on your hosts over SSH:
+    --hosts h1,h2): a Python script's Keras fit or custom loop is recorded as it is (steps, epochs, a trace
+    window); any command gets CPU, memory and exit status."""
+    flags = dict(mode=mode, workers=workers, cluster=cluster, emulate=emulate, pin=pin,
+                 connect_timeout=connect_timeout, hang_timeout=hang_timeout, max_restarts=max_restarts,
+                 cluster_from=cluster_from, base_port=base_port, allow_unenforced=allow_unenforced,
+                 profile_steps="off" if no_profile else profile_steps, sample_interval=sample_interval,
+                 label=label, auto_record=not no_auto_record, step_function=step_function)
+    if agent:
+        _agent(command, flags, host, results_dir, run_id)
+        return
+    from perfkit.trainer.remote.options import over_ssh
 
-    lopts, opts = launch_options(command, mode, workers=workers, cluster=cluster, emulate=emulate, pin=pin,
-                                 connect_timeout=connect_timeout, hang_timeout=hang_timeout,
-                                 max_restarts=max_restarts, cluster_from=cluster_from, base_port=base_port,
-                                 allow_unenforced=allow_unenforced,
-                                 profile_steps="off" if no_profile else profile_steps,
-                                 sample_interval=sample_interval, label=label, auto_record=not no_auto_record,
-                                 step_function=step_function)
-    path = with_progress(quiet, lambda observer: run_launch(lopts, opts, results_dir, observer, run_id))
+    remote = over_ssh(command, flags, hosts, host, task_index, env, remote_perfkit, remote_results_dir)
+    if remote is not None:
+        from perfkit.trainer.remote.launcher import launch_hosts
+
+        cluster_spec, args, where = remote
+        path = with_progress(quiet, lambda observer: launch_hosts(cluster_spec, args, where, results_dir, observer,
+                                                                  run_id, label))
+    else:
+        from perfkit.trainer.command import run_launch
+        from perfkit.trainer.options import launch_options
+
+        lopts, opts = launch_options(command, host=host, task_index=task_index, **flags)
+        path = with_progress(quiet, lambda observer: run_launch(lopts, opts, results_dir, observer, run_id))
     if quiet:
         typer.echo(str(path))  # scripts get the run directory and nothing else
+
+
+def _agent(command: list[str], flags: dict, host: Optional[str], results_dir: Path, run_id: Optional[str]) -> None:
+    """This host's part of a run that ``perfkit launch --hosts`` started over SSH (trainer/remote/agent.py)."""
+    import sys
+    import threading
+
+    from perfkit._started import adopt_origin
+    from perfkit.cluster import cluster_from_dict
+    from perfkit.config import sanitize_id
+    from perfkit.trainer.command import run_launch
+    from perfkit.trainer.options import launch_options
+    from perfkit.trainer.remote.agent import Lines, Relay, Watchdog, handshake
+
+    lines, relay = Lines(sys.stdin.fileno()), Relay()
+    results_dir = results_dir.expanduser()
+    word = handshake(lines, relay, str(results_dir), command[0] if command else "")
+    Watchdog(lines).start()
+    adopt_origin(int(word["command_started_wall_ns"]))
+    spec = cluster_from_dict(word["cluster"]) if word.get("cluster") else None
+    lopts, opts = launch_options(command, host=host, cluster_spec=spec, **flags)
+    rid = sanitize_id(run_id or word["run_id"])
+    part = results_dir / (f"{rid}--{sanitize_id(opts.part)}" if opts.part else rid)
+    done = threading.Event()
+    follower = relay.follow(part, list(opts.local_workers), done)
+    try:
+        run_launch(lopts, opts, results_dir, relay, rid)
+    finally:
+        done.set()
+        follower.join(timeout=5)
+        relay.ended(part)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit import schedulers
-from perfkit.cluster import check_mode, load_cluster, local_cluster
+from perfkit.cluster import UNKNOWN_CORES, ClusterSpec, check_mode, load_cluster, local_cluster
 from perfkit.config import KNOB_FLAGS, Knobs, Mode, RunConfig
 from perfkit.errors import UsageError
 from perfkit.events import Observer
@@ -99,31 +99,43 @@ def launch_options(command: list[str], mode: Mode, *, workers: int | None, clust
                    pin: bool, connect_timeout: float, hang_timeout: str, max_restarts: int,
                    cluster_from: str | None, base_port: int | None, allow_unenforced: bool, profile_steps: str,
                    sample_interval: float, label: str | None, auto_record: bool = True,
-                   step_function: str | None = None) -> tuple[LaunchOptions, MultiOptions]:
-    """``perfkit launch``'s options: the command (its program found now), and the workers it runs as."""
+                   step_function: str | None = None, host: str | None = None, task_index: int | None = None,
+                   cluster_spec: ClusterSpec | None = None) -> tuple[LaunchOptions, MultiOptions]:
+    """``perfkit launch``'s options: the command (its program found now), and the workers it runs as: all of
+    them, or with ``host`` / ``task_index`` this host's part of ``cluster`` (or of ``cluster_spec``, the
+    cluster a launching host sent over SSH)."""
+    check_launch_flags(mode, sample_interval, auto_record, step_function)
+    if mode is Mode.multi and cluster_spec is not None:
+        local, part = select_local(cluster_spec, host, task_index)
+        opts = MultiOptions(cluster_spec, local, part, False, pin, connect_timeout, max_restarts)
+    elif mode is Mode.multi:
+        opts = multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
+                             cluster_from, base_port)
+    else:
+        if workers not in (None, 1) or cluster is not None or emulate or cluster_from is not None:
+            raise UsageError("--workers/--cluster/--emulate/--cluster-from: only with --mode multi")
+        no_multi_flags(host=host, task_index=task_index)
+        opts = multi_options(1, None, None, None, False, pin, connect_timeout, max_restarts)
+    passed_on = opts.scheduler.tf_config if opts.scheduler is not None else None
+    user = UserCommand.checked(command, mode is Mode.multi, passed_on, auto_record, step_function)
+    lopts = LaunchOptions(user, mode,
+                          check_spec(profile_steps), sample_interval=sample_interval, label=label)
+    return lopts, supervised(opts, hang_timeout, allow_unenforced)
+
+
+def check_launch_flags(mode: Mode, sample_interval: float, auto_record: bool, step_function: str | None) -> None:
+    """The flags of ``perfkit launch`` that mean the same wherever the command runs."""
     if not 0.05 <= sample_interval <= 60:
         raise UsageError("--sample-interval: must be between 0.05 and 60 seconds")
     if mode is Mode.ps:
         raise UsageError("--mode: ps is for perfkit run (perfkit's own chief, workers and parameter servers); "
                          "perfkit launch runs your command with --mode single or multi")
-    if mode is Mode.multi:
-        opts = multi_options(workers, cluster, None, None, emulate, pin, connect_timeout, max_restarts,
-                             cluster_from, base_port)
-    else:
-        if workers not in (None, 1) or cluster is not None or emulate or cluster_from is not None:
-            raise UsageError("--workers/--cluster/--emulate/--cluster-from: only with --mode multi")
-        opts = multi_options(1, None, None, None, False, pin, connect_timeout, max_restarts)
-    passed_on = opts.scheduler.tf_config if opts.scheduler is not None else None
     if step_function is not None and not _IDENTIFIER.fullmatch(step_function):
         raise UsageError(f"--step-function: {step_function!r} is not a function name (e.g. train_step or "
                          f"Trainer.train_step)")
     if step_function is not None and not auto_record:
         raise UsageError("--step-function: names the step for perfkit's start-up hook, which --no-auto-record "
                          "turns off; give one or the other")
-    user = UserCommand.checked(command, mode is Mode.multi, passed_on, auto_record, step_function)
-    lopts = LaunchOptions(user, mode,
-                          check_spec(profile_steps), sample_interval=sample_interval, label=label)
-    return lopts, supervised(opts, hang_timeout, allow_unenforced)
 
 
 def no_multi_flags(**given: object) -> None:
@@ -193,6 +205,9 @@ def _cluster_options(workers: int | None, cluster: Path | None, host: str | None
                             max_restarts)
     spec = load_cluster(cluster)
     spec = spec.workers_only() if workers_only else spec
+    if any(h.cores == UNKNOWN_CORES for h in spec.hosts):  # ssh hosts started by hand: as many cores as this one
+        spec = ClusterSpec(tuple(replace(h, cores=h.cores or float(len(available_cores()))) for h in spec.hosts),
+                           spec.source)
     local, part = select_local(spec, host, task_index)
     emulated = emulate or (part is None and spec.is_local())
     return MultiOptions(spec, local, part, emulated, pin, connect_timeout, max_restarts)

@@ -1,7 +1,8 @@
 """perfkit under a real Slurm (a private one-node one the tests start and stop): examples/slurm/compare.sbatch
 as one batch job of two tasks, whose `srun -n 2 perfkit run --mode multi --cluster-from slurm` step writes
 both tasks' parts under the job step's run id and `perfkit analyze` merges them against the job's
-single-mode baseline (two tests read that one job); and `srun perfkit launch` of a user's script."""
+single-mode baseline (two tests read that one job); and examples/slurm/launch.sbatch, a user's own script
+measured against its baseline as one job."""
 
 from __future__ import annotations
 
@@ -118,19 +119,16 @@ class Job:
     exit_code: str  # Slurm's ExitCode, "status:signal"
 
     def log(self) -> str:
-        logs = sorted(self.folder.glob("perfkit-compare-*.out"))
+        logs = sorted(self.folder.glob("perfkit-*.out"))
         return logs[0].read_text() if logs else ""
 
 
-@pytest.fixture(scope="module")
-def batch_job(slurm: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Job:
-    """The example batch script as one job of two tasks (its baseline on one task, then ``srun`` of both
-    tasks as one multi-worker run, then the analysis), run once for the tests that read it. The job's end
-    is polled every half second (``sbatch --wait`` polls at 2, 8, then every 10 s)."""
-    d = tmp_path_factory.mktemp("batch")
-    env = {**_env(slurm), "RESULTS": str(d / "results"), "PRESET": "tiny", "PERFKIT_ARGS": "--no-profile"}
+def submit(slurm: dict[str, str], d: Path, script: str, *args: str, env: dict[str, str] | None = None) -> Job:
+    """``sbatch`` of an example batch script as one job of two tasks, waited for. The job's end is polled
+    every half second (``sbatch --wait`` polls at 2, 8, then every 10 s)."""
+    env = {**_env(slurm), "RESULTS": str(d / "results"), **(env or {})}
     submitted = subprocess.run(["sbatch", "--parsable", "--ntasks=2", "--time=15", f"--chdir={d}",
-                                str(ROOT / "examples" / "slurm" / "compare.sbatch")],
+                                str(ROOT / "examples" / "slurm" / script), *args],
                                capture_output=True, text=True, timeout=60, env=env)
     assert submitted.returncode == 0, submitted.stderr[-2000:]
     job = submitted.stdout.strip().split(";")[0]
@@ -143,6 +141,14 @@ def batch_job(slurm: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
             return Job(d, fields["JobState"], fields.get("ExitCode", "?"))
         time.sleep(0.5)
     pytest.fail(f"Slurm job {job} did not end within 900 s\n{_logs(Path(slurm['SLURM_CONF']).parent)}")
+
+
+@pytest.fixture(scope="module")
+def batch_job(slurm: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Job:
+    """The example batch script as one job of two tasks (its baseline on one task, then ``srun`` of both
+    tasks as one multi-worker run, then the analysis), run once for the tests that read it."""
+    return submit(slurm, tmp_path_factory.mktemp("batch"), "compare.sbatch",
+                  env={"PRESET": "tiny", "PERFKIT_ARGS": "--no-profile"})
 
 
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
@@ -177,20 +183,23 @@ def test_the_example_batch_script_runs_baseline_multi_and_analysis_as_one_job(ba
     assert runs == {"single", "multi"}
 
 
-def test_srun_launches_an_unmodified_script_once_per_task_with_its_own_tf_config(tmp_path: Path,
-                                                                                slurm: dict[str, str]) -> None:
-    """The custom-loop example (no perfkit import) under srun: each task's part records its steps through
-    the start-up hook, and the parts analyse as one run."""
+@pytest.mark.timeout(960)
+def test_the_launch_batch_script_measures_an_unmodified_script_against_its_baseline(
+        tmp_path: Path, slurm: dict[str, str]) -> None:
+    """examples/slurm/launch.sbatch with the custom-loop example (no perfkit import): the baseline on one
+    task, each task's part recorded through the start-up hook, the parts analysed as one run against it."""
     script = ROOT / "examples" / "custom_loop" / "train.py"
-    proc = subprocess.run(["srun", "--ntasks=2", "--time=10", sys.executable, "-m", "perfkit", "launch",
-                           "--cluster-from", "slurm", "--no-profile", "--quiet", "--results-dir", str(tmp_path), "--",
-                           sys.executable, str(script), "--epochs", "2", "--steps-per-epoch", "10"],
-                          capture_output=True, text=True, timeout=600, env=_env(slurm))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    parts = sorted(p for p in tmp_path.iterdir() if "--w" in p.name)
+    job = submit(slurm, tmp_path, "launch.sbatch", sys.executable, str(script), "--epochs", "2", "--steps-per-epoch",
+                 "10", env={"PERFKIT_ARGS": "--no-profile"})
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.log()[-3000:]
+    results = tmp_path / "results"
+    parts = sorted(p for p in results.iterdir() if "--w" in p.name)
     assert len(parts) == 2 and all(meta(p)["launch"]["recorded"] for p in parts)
     assert meta(parts[0])["launch"]["steps"] == "calls of tf.function train_step (it runs Strategy.run)"
-    analysed = _perfkit("analyze", str(tmp_path), "--format", "json", "--no-html")
+    assert "Verdict" in job.log() and "speedup" in job.log(), job.log()[-3000:]
+    analysed = _perfkit("analyze", str(results), "--format", "json", "--no-html")
     assert analysed.returncode == 0, analysed.stderr[-2000:]
-    run = json.loads(analysed.stdout)["runs"][0]
-    assert run["workers"] == 2 and run["steady_epoch_s"] > 0 and run["run_id"] == meta(parts[0])["run_id"]
+    doc = json.loads(analysed.stdout)
+    run = next(r for r in doc["runs"] if r["run_id"] == meta(parts[0])["run_id"])
+    assert run["workers"] == 2 and run["steady_epoch_s"] > 0 and run["speedup"] > 0
+    assert doc["baseline"]["run_id"].endswith("-single")

@@ -111,7 +111,9 @@ def test_steps_epochs_and_counters_equal_the_records(exported: tuple[Path, list[
     for pid, (w, _) in pids.items():
         steps = pd.read_parquet(run / f"workers/{w}/steps.parquet")
         epochs = pd.read_parquet(run / f"workers/{w}/epochs.parquet")
-        assert len(of(events, "X", "step", pid)) == len(steps) == 16
+        # Every recorded step is exported; after TF's profiler crash (docs/tf-profiler-crash.md) the cluster
+        # resumes the epoch it was in, and the records keep the lost attempt's steps beside the last one's.
+        assert len(of(events, "X", "step", pid)) == len(steps) and len(_last_attempt(steps)) == 16
         assert len(of(events, "X", "epoch", pid)) == len(epochs) == len(of(events, "X", "validation", pid)) == 2
         samples = cpu[cpu["worker"] == w]
         counters = of(events, "C", pid=pid)
@@ -141,3 +143,10 @@ def test_each_workers_ops_collectives_and_markers_are_on_its_steps_clock(
             gaps.append(abs(m["ts"] - step["ts"]))
         assert sorted(gaps)[len(gaps) // 2] < 1000, (w, gaps)
     assert "collectives) of worker(s) 0, 1" in line
+
+
+def _last_attempt(steps: pd.DataFrame) -> pd.DataFrame:
+    """A worker's steps of each epoch's last attempt."""
+    if "attempt" not in steps.columns:
+        return steps
+    return steps[steps["attempt"] == steps.groupby("epoch")["attempt"].transform("max")]

@@ -22,6 +22,9 @@ class WarningsOnly(NullObserver):
     def warning(self, text: str) -> None:
         print(f"perfkit: warning: {text}", file=sys.stderr)
 
+    def output(self, source: str, line: str) -> None:
+        print(f"{source} {line}", file=sys.stderr)  # stdout is the run directory alone under --quiet
+
 
 class ProgressObserver:
     """Epoch and step bars with live loss, accuracy and CPU%; it only reads what the trainer reports."""
@@ -50,6 +53,9 @@ class ProgressObserver:
 
     def warning(self, text: str) -> None:
         self.console.print(f"[yellow]warning: {escape(text)}[/yellow]")
+
+    def output(self, source: str, line: str) -> None:
+        self.console.print(f"[cyan]{escape(source)}[/cyan] {escape(line)}", highlight=False)
 
     def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:
         self._cpu, self._steps = cpu, steps_per_epoch

@@ -1,0 +1,1 @@
+"""perfkit launch --hosts: a user's own hosts reached over SSH (docs/cluster.md)."""
