@@ -116,7 +116,7 @@ def _agent(command: list[str], flags: dict, host: Optional[str], results_dir: Pa
     lines, relay = Lines(sys.stdin.fileno()), Relay()
     results_dir = results_dir.expanduser()
     word = handshake(lines, relay, str(results_dir), command[0] if command else "")
-    Watchdog(lines).start()
+    Watchdog(lines, relay).start()
     adopt_origin(int(word["command_started_wall_ns"]))
     spec = cluster_from_dict(word["cluster"]) if word.get("cluster") else None
     lopts, opts = launch_options(command, host=host, cluster_spec=spec, **flags)
@@ -130,3 +130,4 @@ def _agent(command: list[str], flags: dict, host: Optional[str], results_dir: Pa
         done.set()
         follower.join(timeout=5)
         relay.ended(part)
+        relay.close()

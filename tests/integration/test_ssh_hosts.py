@@ -96,6 +96,17 @@ def test_a_cluster_file_with_ssh_targets_runs_a_custom_loop_into_a_shared_folder
     parts = sorted((tmp_path / "shared").glob("loop--*"))
     assert [p.name for p in parts] == ["loop--east", "loop--west"]
     assert all(meta(p)["launch"]["steps"] == "calls of tf.function train_step (it runs Strategy.run)" for p in parts)
+    base = subprocess.run(hosts.on("east", [sys.executable, "-m", "perfkit", "launch", "--mode", "single", "--hosts",
+                                            "west", "--run-id", "loop-base", "--results-dir", str(tmp_path / "shared"),
+                                            *FLAGS, "--", *LOOP, "--epochs", "2", "--steps-per-epoch", "10"]),
+                          capture_output=True, text=True, env=hosts.env, timeout=400)
+    assert base.returncode == 0, base.stderr[-3000:]
+    analysed = subprocess.run([sys.executable, "-m", "perfkit", "analyze", str(tmp_path / "shared"), "--format", "json",
+                               "--no-html"], capture_output=True, text=True, timeout=300)
+    assert analysed.returncode == 0, analysed.stderr[-2000:]
+    doc = json.loads(analysed.stdout)
+    run = next(r for r in doc["runs"] if r["run_id"] == "loop")
+    assert run["workers"] == 2 and run["speedup"] > 0 and doc["baseline"]["run_id"] == "loop-base"
 
 
 def test_arguments_and_named_variables_arrive_as_themselves(hosts: _sshhosts.Hosts, tmp_path: Path) -> None:

@@ -169,6 +169,7 @@ def test_the_relay_sends_whole_log_lines_once(tmp_path: Path) -> None:
         f.write(b"ial\n")
     relay._more(log, 1, offsets)
     relay.warning("w")
+    relay.close()
     assert [json.loads(x) for x in out.getvalue().splitlines()] == [
         {"log": "first", "worker": 1}, {"log": "second", "worker": 1}, {"log": "partial", "worker": 1},
         {"warning": "w"}]
@@ -189,3 +190,28 @@ def test_a_host_with_another_perfkit_version_is_named() -> None:
     same_versions(hosts[:1], "0.1.0")
     with pytest.raises(UsageError, match=r"host b \(me@b\) runs perfkit 0.0.9, this host 0.1.0"):
         same_versions(hosts, "0.1.0")
+
+
+class _Stalled(io.StringIO):
+    """A stdout whose writes block, as an SSH channel nobody reads any more."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self.gate = threading.Event()
+
+    def write(self, text: str) -> int:
+        self.gate.wait()
+        return super().write(text)
+
+
+def test_a_stalled_channel_never_blocks_the_run_only_drops_what_does_not_fit() -> None:
+    out = _Stalled()
+    relay = agent.Relay(out, limit=3)
+    for i in range(10):  # returns at once although nothing can be written
+        relay.phase(f"p{i}")
+    assert relay.dropped >= 6
+    out.gate.set()
+    relay.close()
+    assert [json.loads(x)["phase"] for x in out.getvalue().splitlines()][0] == "p0"

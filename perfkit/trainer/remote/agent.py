@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -35,6 +36,7 @@ BEAT_S = 0.5
 SILENT_S = 2.5  # five missed beats
 LOST_KILL_S = 5.0  # after the launcher was lost: every worker gone by SILENT_S + LOST_KILL_S (+ polls) < 10 s
 STOP, BEAT = "stop", "beat"
+EXIT_LOST = 130  # as an interrupted run: the launching host was lost
 
 
 def host_info(results_dir: str, marker: str, program: str, ports: list[int]) -> dict[str, Any]:
@@ -94,8 +96,8 @@ class Watchdog:
     """Reads the launching host's lines; interrupts this process when told to stop or when the launcher is
     lost, and kills this process's children if they outlive the loss by ``LOST_KILL_S``."""
 
-    def __init__(self, lines: Lines, clock: Callable[[], float] = time.monotonic) -> None:
-        self.lines, self.clock = lines, clock
+    def __init__(self, lines: Lines, relay: Relay | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.lines, self.relay, self.clock = lines, relay, clock
         self.last = clock()
         self.lost: str | None = None
         self._eof = threading.Event()
@@ -129,11 +131,13 @@ class Watchdog:
             time.sleep(BEAT_S / 2)
         time.sleep(LOST_KILL_S)
         _kill_children()  # the graceful stop did not finish in time: nothing outlives the launcher
+        time.sleep(LOST_KILL_S)
+        os._exit(EXIT_LOST)  # this process itself is stuck (nothing it could still write would arrive)
 
     def _interrupt(self, why: str | None) -> None:
-        if why:
-            print(json.dumps({"warning": f"stopping this host's workers: {why}"}), flush=True)
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)  # first: nothing below may keep the stop from happening
+        if why and self.relay is not None:
+            self.relay.warning(f"stopping this host's workers: {why}")
 
 
 def _kill_children() -> None:
@@ -176,19 +180,38 @@ def handshake(lines: Lines, relay: Relay, results_dir: str, program: str) -> dic
 
 
 class Relay(NullObserver):
-    """The part's observer on a remote host: phases, warnings and worker output as JSON lines on stdout."""
+    """The part's observer on a remote host: phases, warnings and worker output as JSON lines on stdout,
+    written by a thread of their own: a stalled SSH channel (the launching host gone, its client not yet) can
+    block that thread, never the run's own; lines beyond ``limit`` waiting are dropped and counted."""
 
-    def __init__(self, out: IO[str] | None = None) -> None:
+    def __init__(self, out: IO[str] | None = None, limit: int = 10_000) -> None:
         self.out = out or sys.stdout
-        self._lock = threading.Lock()
+        self.dropped = 0
+        self._lines: queue.Queue[str | None] = queue.Queue(maxsize=limit)
+        self._writer = threading.Thread(target=self._write, name="perfkit-relay", daemon=True)
+        self._writer.start()
 
     def emit(self, obj: Mapping[str, Any]) -> None:
-        with self._lock:
+        try:
+            self._lines.put_nowait(json.dumps(obj))
+        except queue.Full:
+            self.dropped += 1
+
+    def _write(self) -> None:
+        while (line := self._lines.get()) is not None:
             try:
-                self.out.write(json.dumps(obj) + "\n")
+                self.out.write(line + "\n")
                 self.out.flush()
             except (OSError, ValueError):  # the SSH session is gone: the watchdog stops the workers
                 pass
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Every line written (or ``timeout`` spent on them), then the writer ends."""
+        try:
+            self._lines.put(None, timeout=timeout)
+        except queue.Full:
+            return
+        self._writer.join(timeout)
 
     def phase(self, text: str) -> None:
         self.emit({"phase": text})

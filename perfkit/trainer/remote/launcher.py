@@ -77,6 +77,8 @@ def launch_hosts(cluster: ClusterSpec, args: AgentArgs, remote: Remote, results_
         _go(sessions, with_cores(cluster, hosts) if args.multi else None, observer)
         _wait(sessions, events, observer)
     except KeyboardInterrupt:
+        if any(s.host is None for s in sessions):  # before the hosts answered: nothing started anywhere
+            raise RunInterrupted(f"run {rid} interrupted before any host started it") from None
         interrupted = True
         _stop(sessions, events, observer)
     finally:

@@ -5,8 +5,10 @@ it writes, and the handshake that lets every host answer before any of them star
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -57,7 +59,10 @@ class Session:
 def open_session(target: Target, results_dir: str, dir_name: str, argv: list[str], remote: Remote,
                  header: dict[str, Any]) -> Session:
     """``argv`` (the host's ``perfkit launch --agent ...``) started on the host over SSH, told ``header``."""
-    proc = subprocess.Popen(target.argv(remote_command(argv, remote.cwd, dict(remote.env))),
+    # ssh behind perfkit's guard: the kernel kills it if this process dies (even by SIGKILL), so the host sees
+    # its session end at once (its watchdog stops the workers) rather than an orphaned client holding it open.
+    guard = [sys.executable, "-m", "perfkit.trainer.worker.guard", str(os.getpid()), "-", "--"]
+    proc = subprocess.Popen([*guard, *target.argv(remote_command(argv, remote.cwd, dict(remote.env)))],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)  # Ctrl-C reaches this process alone: it stops the hosts
     s = Session(target, results_dir, dir_name, proc)
