@@ -119,7 +119,8 @@ def _agent(command: list[str], flags: dict, host: Optional[str], results_dir: Pa
     Watchdog(lines, relay).start()
     adopt_origin(int(word["command_started_wall_ns"]))
     spec = cluster_from_dict(word["cluster"]) if word.get("cluster") else None
-    lopts, opts = launch_options(command, host=host, cluster_spec=spec, **flags)
+    named = tuple((str(k), str(v)) for k, v in dict(word.get("env") or {}).items())
+    lopts, opts = launch_options(command, host=host, cluster_spec=spec, env=named, **flags)
     rid = sanitize_id(run_id or word["run_id"])
     part = results_dir / (f"{rid}--{sanitize_id(opts.part)}" if opts.part else rid)
     done = threading.Event()

@@ -53,13 +53,14 @@ class UserCommand:
     tf_config: str | None = None  # a scheduler's own TF_CONFIG: passed on unchanged instead of perfkit's
     auto_record: bool = True  # perfkit's start-up hook in the command's Python (docs/own-script.md)
     step_function: str | None = None
+    env: tuple[tuple[str, str], ...] = ()  # variables the user named for the command (--env): set last
 
     reports = False  # a command that never trains (or is not Python) writes no status.json
     forms_cluster = property(lambda self: self.multi)
 
     @classmethod
     def checked(cls, argv: list[str], multi: bool, tf_config: str | None = None, auto_record: bool = True,
-                step_function: str | None = None) -> UserCommand:
+                step_function: str | None = None, env: tuple[tuple[str, str], ...] = ()) -> UserCommand:
         """The command after ``--``, its program found now rather than as N failed workers."""
         if not argv:
             raise UsageError("perfkit launch: give the command to run after '--', e.g. "
@@ -67,7 +68,7 @@ class UserCommand:
         prog = argv[0]
         if shutil.which(prog) is None and not (os.sep in prog and Path(prog).is_file()):
             raise UsageError(f"command: {prog!r} is not an executable on PATH or a file")
-        return cls(tuple(argv), multi, tf_config, auto_record, step_function)
+        return cls(tuple(argv), multi, tf_config, auto_record, step_function, env)
 
     def command(self, run: RunDir, placement: Placement) -> list[str]:
         cores = ",".join(str(c) for c in placement.cores) if placement.cores else "-"
@@ -90,6 +91,7 @@ class UserCommand:
                 env[STEP_FUNCTION_VAR] = self.step_function
         else:
             env.pop(AUTO_VAR, None)
+        env.update(dict(self.env))  # named by the user: theirs, even TF_CONFIG for a single-mode baseline
         return env
 
 

@@ -100,7 +100,8 @@ def launch_options(command: list[str], mode: Mode, *, workers: int | None, clust
                    cluster_from: str | None, base_port: int | None, allow_unenforced: bool, profile_steps: str,
                    sample_interval: float, label: str | None, auto_record: bool = True,
                    step_function: str | None = None, host: str | None = None, task_index: int | None = None,
-                   cluster_spec: ClusterSpec | None = None) -> tuple[LaunchOptions, MultiOptions]:
+                   cluster_spec: ClusterSpec | None = None, env: tuple[tuple[str, str], ...] = ()
+                   ) -> tuple[LaunchOptions, MultiOptions]:
     """``perfkit launch``'s options: the command (its program found now), and the workers it runs as: all of
     them, or with ``host`` / ``task_index`` this host's part of ``cluster`` (or of ``cluster_spec``, the
     cluster a launching host sent over SSH)."""
@@ -117,7 +118,7 @@ def launch_options(command: list[str], mode: Mode, *, workers: int | None, clust
         no_multi_flags(host=host, task_index=task_index)
         opts = multi_options(1, None, None, None, False, pin, connect_timeout, max_restarts)
     passed_on = opts.scheduler.tf_config if opts.scheduler is not None else None
-    user = UserCommand.checked(command, mode is Mode.multi, passed_on, auto_record, step_function)
+    user = UserCommand.checked(command, mode is Mode.multi, passed_on, auto_record, step_function, env)
     lopts = LaunchOptions(user, mode,
                           check_spec(profile_steps), sample_interval=sample_interval, label=label)
     return lopts, supervised(opts, hang_timeout, allow_unenforced)

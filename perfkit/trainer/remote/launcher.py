@@ -97,7 +97,8 @@ def _open(h: HostSpec, dir_name: str, cluster: ClusterSpec, args: AgentArgs, rem
     rdir = remote.results_for(h.name, results_dir)
     argv = [remote.perfkit, "launch", "--agent", *args.flags, *where, "--run-id", rid, "--results-dir", rdir,
             "--", *args.argv]
-    header = {"run_id": rid, "command_started_wall_ns": origin, "marker": mark,
+    # The variables the user named travel in the header, not on the command line (no value shows in ps there).
+    header = {"run_id": rid, "command_started_wall_ns": origin, "marker": mark, "env": dict(remote.env),
               "ports": [t.port for t in cluster.tasks if t.host == h.name]}
     return open_session(Target(str(h.ssh), h.name), rdir, dir_name, argv, remote, header)
 

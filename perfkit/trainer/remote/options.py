@@ -58,7 +58,11 @@ def over_ssh(command: list[str], flags: dict[str, Any], hosts: str | None, host:
     check_launch_flags(mode, flags["sample_interval"], flags["auto_record"], flags["step_function"])
     parse_hang_timeout(flags["hang_timeout"])
     check_spec(flags["profile_steps"])
-    remote = Remote(remote_perfkit, remote_results_dir, str(Path.cwd()), tuple(_env(env or [])))
+    named = tuple(_env(env or []))
+    if mode is Mode.multi and any(name == "TF_CONFIG" for name, _ in named):
+        raise UsageError("--env TF_CONFIG: perfkit sets each worker's TF_CONFIG in --mode multi; name it only for "
+                         "a --mode single baseline of a script that needs one")
+    remote = Remote(remote_perfkit, remote_results_dir, str(Path.cwd()), named)
     return spec, AgentArgs(tuple(command), tuple(_agent_flags(flags)), mode is Mode.multi), remote
 
 

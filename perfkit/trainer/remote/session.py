@@ -62,7 +62,7 @@ def open_session(target: Target, results_dir: str, dir_name: str, argv: list[str
     # ssh behind perfkit's guard: the kernel kills it if this process dies (even by SIGKILL), so the host sees
     # its session end at once (its watchdog stops the workers) rather than an orphaned client holding it open.
     guard = [sys.executable, "-m", "perfkit.trainer.worker.guard", str(os.getpid()), "-", "--"]
-    proc = subprocess.Popen([*guard, *target.argv(remote_command(argv, remote.cwd, dict(remote.env)))],
+    proc = subprocess.Popen([*guard, *target.argv(remote_command(argv, remote.cwd))],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)  # Ctrl-C reaches this process alone: it stops the hosts
     s = Session(target, results_dir, dir_name, proc)
