@@ -415,7 +415,7 @@ class Launcher:
             return None
         # A peer's death makes the survivors fail within a second with UnavailableError, so several can
         # be found dead in one poll: blame the one that died first, by a signal or of its own error.
-        first = min(dead, key=lambda w: (w.proc.returncode >= 0, _is_consequence(w.status.get("error")), w.index))
+        first = min(dead, key=lambda w: (w.proc.returncode >= 0, is_consequence(w.status.get("error")), w.index))
         code, error = first.proc.returncode, first.status.get("error")
         if not error and not self.spawn.reports:  # a user's command: its own last words (a traceback's last line)
             error = next(iter(self._tail(first.index, 1)), None)
@@ -424,7 +424,7 @@ class Launcher:
                    "last_log_lines": self._tail(first.index), "profile": first.status.get("profile"),
                    "also_exited": [w.index for w in dead if w is not first]}
         text = f"{self._name(first)} {_exit_text(code)}" + (f": {error}" if error else "")
-        if code > 0 and (not error or _is_consequence(error)):
+        if code > 0 and (not error or is_consequence(error)):
             waited = f"{self._name(first)} {_exit_text(code)} waiting for it" + (f" ({error})" if error else "")
             return self._cause_of_death(waited, text, details) or Failure("failed", text, details)
         return Failure("failed", text, details)
@@ -475,7 +475,7 @@ class Launcher:
         return self.ends.notes({w.index: self._name(w) for w in self.workers})
 
 
-def _is_consequence(error: str | None) -> bool:
+def is_consequence(error: str | None) -> bool:
     """An error that a worker gets because a peer went away, not a cause of its own. DeadlineExceededError:
     the coordination service's heartbeat to a peer timed out (a cut link: "Collective ops is aborted by:
     Deadline Exceeded", whose first line status.json keeps is only "Graph execution error"). AbortedError: the

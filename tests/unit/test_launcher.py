@@ -227,11 +227,11 @@ def test_max_restarts_restarts_after_a_hang_as_after_a_death() -> None:
 
 
 def test_a_peers_silence_is_a_consequence_whatever_error_tensorflow_names_it() -> None:
-    from perfkit.trainer.processes import _is_consequence
+    from perfkit.trainer.processes import is_consequence
 
     # a cut link: the coordination service's heartbeat RPC timed out (faults bench, CI 2026-12-03)
-    assert _is_consequence("DeadlineExceededError: Graph execution error:")
-    assert _is_consequence("UnavailableError: Collective ops is aborted by: connection reset")
+    assert is_consequence("DeadlineExceededError: Graph execution error:")
+    assert is_consequence("UnavailableError: Collective ops is aborted by: connection reset")
     # a survivor the coordination service aborted while its peer sat on a lock (faults bench, CI 2026-12-04)
-    assert _is_consequence("AbortedError: Graph execution error:")
-    assert not _is_consequence("ValueError: layer sizes do not match") and not _is_consequence(None)
+    assert is_consequence("AbortedError: Graph execution error:")
+    assert not is_consequence("ValueError: layer sizes do not match") and not is_consequence(None)

@@ -216,3 +216,19 @@ def test_a_stalled_channel_never_blocks_the_run_only_drops_what_does_not_fit() -
     out.gate.set()
     relay.close()
     assert [json.loads(x)["phase"] for x in out.getvalue().splitlines()][0] == "p0"
+
+
+@pytest.mark.parametrize("end, elsewhere", [
+    ({"status": "failed", "hung": []}, True),  # its workers only wait in a collective
+    ({"status": "failed", "hung": None, "peer_lost": True}, True),  # died of a peer's silence
+    ({"status": "failed", "hung": [1]}, False),  # its own worker is stuck
+    ({"status": "failed", "signal": "SIGKILL", "peer_lost": False}, False),
+    ({"status": "interrupted", "hung": []}, False), ({}, False),
+])
+def test_a_host_that_only_waited_for_another_leaves_it_to_name_the_cause(end: dict[str, object],
+                                                                         elsewhere: bool) -> None:
+    from perfkit.trainer.remote.session import Session
+
+    s = Session(Target("h", "h"), "/r", "run--h", proc=None)  # type: ignore[arg-type]
+    s.end = dict(end)
+    assert s.waits_elsewhere() is elsewhere

@@ -220,15 +220,20 @@ class Relay(NullObserver):
         self.emit({"warning": text})
 
     def ended(self, run_dir: Path) -> None:
-        """How this part ended, for the launching host to weigh before it stops the others: a hang whose
-        cause is on another host is left for that host to name."""
+        """How this part ended, for the launching host to weigh before it stops the others: a hang or a death
+        whose cause is on another host is left for that host to name."""
         try:
             meta = json.loads((run_dir / "run.json").read_text())
         except (OSError, ValueError):
             return
+        from perfkit.trainer.processes import is_consequence
+
         failure = meta.get("failure") or {}
-        self.emit({"end": {"status": meta.get("status"), "error": meta.get("error"),
-                           "hung": failure.get("hung"), "signal": failure.get("signal")}})
+        # A worker that died of a peer's silence (UnavailableError...) did not cause the failure: where that peer
+        # runs on another host, that host names the cause.
+        peer = meta.get("status") == "failed" and not failure.get("signal") and is_consequence(meta.get("error"))
+        self.emit({"end": {"status": meta.get("status"), "error": meta.get("error"), "hung": failure.get("hung"),
+                           "signal": failure.get("signal"), "peer_lost": bool(peer)}})
 
     def follow(self, run_dir: Path, workers: list[int], stop: threading.Event) -> threading.Thread:
         """Each local worker's log, line by line as it is written, until ``stop`` (then to its end)."""

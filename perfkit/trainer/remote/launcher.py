@@ -115,8 +115,9 @@ def _go(sessions: list[Session], cluster: ClusterSpec | None, observer: Observer
 
 
 def _wait(sessions: list[Session], events: Events, observer: Observer) -> None:
-    """Until every host's part ended; the first to end badly stops the others, unless it only waited for a
-    worker on another host: that host, which saw the same stall, gets ``PEER_VERDICT_S`` to name its cause."""
+    """Until every host's part ended; the first to end badly stops the others, unless its workers only waited
+    for (or died waiting for) a worker on another host: that host, which saw the same stall, gets
+    ``PEER_VERDICT_S`` to name its cause."""
     grace: float | None = None
     while True:
         drain(events, observer, timeout=0.2)
@@ -250,8 +251,8 @@ def _rank(s: Session, results_dir: Path) -> int:
         return 0
     if meta.get("status") == "failed":
         details = meta.get("failure") or {}
-        return 1 if details.get("signal") or details.get("hung") else 2
-    return 3
+        return 1 if details.get("signal") or details.get("hung") else 3 if s.waits_elsewhere() else 2
+    return 4
 
 
 def _why(s: Session, results_dir: Path) -> str:

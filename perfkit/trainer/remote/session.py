@@ -44,8 +44,9 @@ class Session:
         return bool(self.host and self.host.shared)
 
     def waits_elsewhere(self) -> bool:
-        """Its part failed of a hang with no culprit among its own workers: the cause runs on another host."""
-        return self.end.get("status") == "failed" and self.end.get("hung") == []
+        """Its part failed with no culprit among its own workers (a hang where they only wait, or a worker that
+        died of a peer's silence): the cause runs on another host."""
+        return self.end.get("status") == "failed" and (self.end.get("hung") == [] or bool(self.end.get("peer_lost")))
 
     def send(self, line: str) -> None:
         try:
