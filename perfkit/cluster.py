@@ -30,7 +30,7 @@ ROLES = ("worker", "ps", "chief")
 _LINK_KEYS = {"bandwidth_mbit": (0.0, None), "latency_ms": (0.0, 60_000.0), "loss_pct": (0.0, 100.0)}
 _HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
 # user@host or an alias: never an option to ssh (no leading '-'), no spaces or shell characters.
-_SSH_TARGET = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@:%+-]{0,254}$")
+SSH_TARGET = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@:%+-]{0,254}$")
 UNKNOWN_CORES = 0.0  # a host reached over SSH whose file gives no cores: read there (trainer/remote/hosts.py)
 
 
@@ -284,7 +284,7 @@ def _host(path: Path, i: int, h: Any) -> HostSpec:
         raise UsageError(f"{where}.address: {address!r} is not an IP address or host name")
     cores, workers, port = h.get("cores", UNKNOWN_CORES), h["workers"], h.get("base_port", 20000)
     ps, chief, ssh = h.get("ps", 0), h.get("chief", False), h.get("ssh")
-    if ssh is not None and not (isinstance(ssh, str) and _SSH_TARGET.match(ssh)):
+    if ssh is not None and not (isinstance(ssh, str) and SSH_TARGET.match(ssh)):
         raise UsageError(f"{where}.ssh: {ssh!r} is not an SSH target (host, user@host or a ~/.ssh/config alias)")
     if "cores" in h and (isinstance(cores, bool) or not isinstance(cores, (int, float)) or not cores > 0):
         raise UsageError(f"{where}.cores: {cores!r} must be a positive number")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perfkit.cluster import UNKNOWN_CORES, ClusterSpec, HostSpec, check_consistent
+from perfkit.cluster import SSH_TARGET, UNKNOWN_CORES, ClusterSpec, HostSpec, check_consistent
 from perfkit.config import sanitize_id
 from perfkit.errors import UsageError
 from perfkit.trainer.remote.ssh import CONNECT_TIMEOUT_S, Target, resolve_address, why_not
@@ -57,6 +57,8 @@ def parse_hosts(text: str, base_port: int) -> ClusterSpec:
         if slots and not _SLOTS.match(slots):
             raise UsageError(f"--hosts: {item!r}: the slot count {slots!r} is not a positive integer (workers on "
                              f"that host)")
+        if not SSH_TARGET.match(target):  # never an option to ssh (a leading '-'), nor a shell word
+            raise UsageError(f"--hosts: {target!r} is not an SSH target (host, user@host or a ~/.ssh/config alias)")
         name = sanitize_id(target.rsplit("@", 1)[-1], "--hosts")
         if name in seen:
             raise UsageError(f"--hosts: host {name!r} is named twice; give it once with :SLOTS workers")
