@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -126,13 +126,8 @@ def test_arguments_and_named_variables_arrive_as_themselves(hosts: _sshhosts.Hos
 
 def test_a_remote_worker_killed_is_named_and_nothing_is_left(hosts: _sshhosts.Hosts, tmp_path: Path) -> None:
     proc = launch(hosts, tmp_path, "--hosts", "east,west", "--run-id", "kill", *FLAGS, "--", *KERAS, *LONG, wait=False)
-    try:
-        os.kill(hosts.training("west", KERAS[1]), signal.SIGKILL)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 1, err[-3000:]
-    last = err.strip().splitlines()[-1]
+    code, last = _after(proc, lambda: os.kill(hosts.training("west", KERAS[1]), signal.SIGKILL))
+    assert code == 1, last
     assert "failed on host west" in last and "worker 1" in last and "SIGKILL" in last, last
     assert meta(tmp_path / "here" / "kill--west")["status"] == "failed"
     assert hosts.emptied(10) is not None, hosts.left()
@@ -236,15 +231,14 @@ def test_a_stopped_remote_worker_is_named_by_its_own_host(hosts: _sshhosts.Hosts
     leaves west the time to say so instead of stopping it first."""
     proc = launch(hosts, tmp_path, "--hosts", "east,west", "--run-id", "stall", "--hang-timeout", "8", *FLAGS, "--",
                   *KERAS, *LONG, wait=False)
-    try:
+
+    def stop() -> None:
         pid = hosts.training("west", KERAS[1])
         _stepping(tmp_path / "west" / "stall--west" / "workers" / "1")  # past its first steps: the hang limit holds
         os.kill(pid, signal.SIGSTOP)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 1, err[-3000:]
-    last = err.strip().splitlines()[-1]
+
+    code, last = _after(proc, stop)
+    assert code == 1, last
     assert "failed on host west" in last and "worker 1" in last and "is stopped" in last, last
     assert hosts.emptied(10) is not None, hosts.left()
 
@@ -278,3 +272,14 @@ def _stepping(worker_dir: Path, events: int = 20, timeout: float = 120.0) -> Non
             pass
         time.sleep(0.2)
     raise AssertionError(f"{worker_dir}: fewer than {events} progress events within {timeout:g} s")
+
+
+def _after(proc: subprocess.Popen[str], fault: Callable[[], None]) -> tuple[int, str]:
+    """``fault`` made while ``proc`` (a launch) runs; its exit status and the last line it printed on stderr."""
+    try:
+        fault()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    lines = err.strip().splitlines()
+    return int(proc.returncode), lines[-1] if lines else err[-3000:]
