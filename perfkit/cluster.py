@@ -355,11 +355,14 @@ def check_mode(spec: ClusterSpec, mode: str, min_share: float = 0.1, cores: floa
     emulated host's budget (on ``cores`` of this machine) gives each of its processes ``min_share`` core."""
     where = spec.source or "--workers"
     if mode == "ps":
+        scheduled = spec.source == "TF_CONFIG"  # a scheduler's cluster: its own task list, not a file's keys
         if spec.num_ps < 1:
-            raise UsageError(f"{where}: --mode ps needs at least one parameter server: add ps = 1 to a [[hosts]] "
-                             f"table (or --ps P with --workers)")
+            raise UsageError(f"{where}: --mode ps needs at least one parameter server: " + (
+                "add a ps task to the cluster" if scheduled else "add ps = 1 to a [[hosts]] table (or --ps P with "
+                                                                 "--workers)"))
         if spec.chief is None:
-            raise UsageError(f"{where}: --mode ps needs the chief's host: add chief = true to one [[hosts]] table")
+            raise UsageError(f"{where}: --mode ps needs the chief: " + (
+                "add a chief task to the cluster" if scheduled else "add chief = true to one [[hosts]] table"))
     elif spec.is_ps:
         raise UsageError(f"{where}: ps and chief are for --mode ps; --mode {mode} runs workers only")
     if cores is None:

@@ -102,6 +102,7 @@ class WorkerRecord:
     started_wall_ns: int | None = None  # the process's start (the kernel's), to 10 ms
     phases: tuple[dict[str, Any], ...] = ()  # each state it reported: state, t_wall_ns, cpu_s (status.json)
     teardown: dict[str, Any] | None = None  # its last step to its exit: s, where, stopped (trainer/teardown.py)
+    died: dict[str, Any] | None = None  # a ParameterServerStrategy worker dead mid-run (trainer/lostworkers.py)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -111,7 +112,7 @@ class WorkerRecord:
         ints = {k: _field(d, k, int, where)
                 for k in ("pid", "anchor_wall_ns", "anchor_mono_ns", "exit_code", "started_wall_ns")}
         texts = {k: _field(d, k, str, where) for k in ("host", "role", "endpoint", "state")}
-        maps = {k: _field(d, k, dict, where) for k in ("profile", "calibration", "plan", "teardown")}
+        maps = {k: _field(d, k, dict, where) for k in ("profile", "calibration", "plan", "teardown", "died")}
         phases = tuple(p for p in _field(d, "phases", list, where) or () if isinstance(p, dict))
         known = {"index", "phases", *ints, *texts, *maps}
         return cls(index=d["index"], **ints, **texts, **maps, phases=phases,

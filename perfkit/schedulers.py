@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from perfkit.cluster import ClusterSpec, HostSpec
+from perfkit.cluster import ROLES, ClusterSpec, HostSpec
 from perfkit.config import sanitize_id
 from perfkit.errors import UsageError
 
@@ -39,8 +39,10 @@ def detect(env: Mapping[str, str]) -> str | None:
     return "tf-config" if env.get("TF_CONFIG") else None
 
 
-def from_environment(source: str, env: Mapping[str, str], cores: float, base_port: int = DEFAULT_BASE_PORT) -> Task:
-    """``source``: auto, slurm or tf-config (``--cluster-from``)."""
+def from_environment(source: str, env: Mapping[str, str], cores: float, base_port: int = DEFAULT_BASE_PORT,
+                     ps: int = 0) -> Task:
+    """``source``: auto, slurm or tf-config (``--cluster-from``); ``ps``: parameter servers among Slurm's
+    tasks (ParameterServerStrategy; TF_CONFIG names its own)."""
     if source not in SOURCES:
         raise UsageError(f"--cluster-from: {source!r} is not one of {', '.join(SOURCES)}")
     chosen = detect(env) if source == "auto" else source
@@ -48,16 +50,17 @@ def from_environment(source: str, env: Mapping[str, str], cores: float, base_por
         raise UsageError("--cluster-from auto: neither SLURM_PROCID/SLURM_STEP_NUM_TASKS nor TF_CONFIG is set; give "
                          "--workers N or --cluster FILE, or run under srun or a TF_CONFIG-setting scheduler")
     if chosen == "slurm":
-        return from_slurm(env, cores, base_port)
+        return from_slurm(env, cores, base_port, ps)
     if not env.get("TF_CONFIG"):
         raise UsageError("--cluster-from tf-config: TF_CONFIG is not set")
     return from_tf_config(env["TF_CONFIG"], cores)
 
 
 def from_tf_config(text: str, cores: float) -> Task:
-    """TF_CONFIG's ``chief`` (if any) and ``worker`` tasks, in that order; ``ps``/``evaluator`` are refused
-    until perfkit has a parameter-server mode. ``cores``: this machine's, assumed of every host (TF_CONFIG
-    does not say)."""
+    """TF_CONFIG's cluster and this task. Without parameter servers: its ``chief`` (if any) and ``worker``
+    tasks, in that order, as MultiWorkerMirroredStrategy's workers; with them (``ps``), a ParameterServerStrategy
+    cluster of workers, parameter servers and a chief. ``evaluator`` is refused. ``cores``: this machine's,
+    assumed of every host (TF_CONFIG does not say)."""
     try:
         cfg = json.loads(text)
         cluster, task = cfg["cluster"], cfg.get("task") or {}
@@ -65,21 +68,50 @@ def from_tf_config(text: str, cores: float) -> Task:
             raise TypeError("'cluster' is not an object")
     except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"TF_CONFIG: not a TensorFlow cluster description ({exc})") from None
-    others = sorted(set(cluster) - {"chief", "worker"})
+    others = sorted(set(cluster) - {"chief", "worker", "ps"})
     if others:
-        raise UsageError(f"TF_CONFIG: task type(s) {', '.join(others)} are not supported (perfkit runs "
-                         f"MultiWorkerMirroredStrategy: chief and worker only)")
+        raise UsageError(f"TF_CONFIG: task type(s) {', '.join(others)} are not supported (perfkit runs chief, "
+                         f"worker and ps tasks)")
     chief, workers = list(cluster.get("chief") or []), list(cluster.get("worker") or [])
     if len(chief) > 1:
         raise UsageError(f"TF_CONFIG: {len(chief)} chief tasks; a cluster has at most one")
     kind, index = str(task.get("type", "")).lower(), task.get("index")
-    if kind not in ("chief", "worker") or not isinstance(index, int) or index < 0 or \
-            index >= len(chief if kind == "chief" else workers):
-        raise UsageError(f"TF_CONFIG: task {task!r} is not one of the cluster's chief/worker tasks")
+    roles = ("chief", "worker", "ps") if cluster.get("ps") else ("chief", "worker")
+    if kind not in roles or not isinstance(index, int) or index < 0 or index >= len(cluster.get(kind) or []):
+        raise UsageError(f"TF_CONFIG: task {task!r} is not one of the cluster's {'/'.join(roles)} tasks")
+    if cluster.get("ps"):
+        return _ps_task(cluster, kind, index, cores, text)
     endpoints = [*chief, *workers]
     hosts = _hosts([_split_endpoint(e) for e in endpoints], cores)
     me = index + (len(chief) if kind == "worker" else 0)
     return Task(ClusterSpec(hosts, source="TF_CONFIG"), me, None, "tf-config", tf_config=text)
+
+
+def _ps_task(cluster: dict, kind: str, index: int, cores: float, text: str) -> Task:
+    """A ParameterServerStrategy TF_CONFIG: each address a host running its workers, parameter servers and
+    chief, split where keeping TF_CONFIG's order per role needs it (worker i stays worker task i)."""
+    hosts: list[dict] = []
+    for role in ROLES:
+        last = 0
+        for endpoint in cluster.get(role) or []:
+            address, port = _split_endpoint(endpoint)
+            h = next((k for k in range(last, len(hosts)) if hosts[k]["address"] == address), None)
+            if h is None:
+                hosts.append({"address": address, **{r: [] for r in ROLES}})
+                h = len(hosts) - 1
+            hosts[h][role].append(port)
+            last = h
+    seen: dict[str, int] = {}
+    specs = []
+    for h in hosts:
+        seen[h["address"]] = seen.get(h["address"], 0) + 1
+        base = sanitize_id(h["address"], "TF_CONFIG host")
+        ports = tuple(h["worker"] + h["ps"] + h["chief"])
+        specs.append(HostSpec(base if seen[h["address"]] == 1 else f"{base}-{seen[h['address']]}", h["address"],
+                              cores, len(h["worker"]), ports[0], ports, ps=len(h["ps"]), chief=bool(h["chief"])))
+    spec = ClusterSpec(tuple(specs), source="TF_CONFIG")
+    me = next(t.index for t in spec.tasks if t.role == kind and t.task_index == index)
+    return Task(spec, me, None, "tf-config", tf_config=text)
 
 
 def _split_endpoint(endpoint: str) -> tuple[str, int]:
@@ -107,10 +139,12 @@ def _hosts(endpoints: list[tuple[str, int]], cores: float) -> tuple[HostSpec, ..
     return tuple(out)
 
 
-def from_slurm(env: Mapping[str, str], cores: float, base_port: int = DEFAULT_BASE_PORT) -> Task:
+def from_slurm(env: Mapping[str, str], cores: float, base_port: int = DEFAULT_BASE_PORT, ps: int = 0) -> Task:
     """Slurm's task: its rank (``SLURM_PROCID``), the step's nodes and tasks per node (block distribution:
     ranks fill the first node, then the next), a port per task (``base_port`` + its local id); each host's
-    budget is its tasks x ``SLURM_CPUS_PER_TASK`` when given, else this machine's cores."""
+    budget is its tasks x ``SLURM_CPUS_PER_TASK`` when given, else this machine's cores. With ``ps`` > 0
+    (ParameterServerStrategy) rank 0 is the chief, ranks 1..ps the parameter servers and the rest the workers,
+    the order of TensorFlow's SlurmClusterResolver given jobs chief, ps, worker."""
     def need(name: str) -> str:  # a job step's variable, else its job's (a batch script outside srun)
         value = env.get(name) or env.get(_JOB_LEVEL[name])
         if not value:
@@ -128,11 +162,39 @@ def from_slurm(env: Mapping[str, str], cores: float, base_port: int = DEFAULT_BA
     if not 1 <= base_port <= 65535 - max(per_node):
         raise UsageError(f"--base-port: {base_port} leaves no room for {max(per_node)} ports per node")
     cpus = env.get("SLURM_CPUS_PER_TASK")
-    hosts = tuple(HostSpec(sanitize_id(n, "SLURM_STEP_NODELIST"), n, float(cpus) * k if cpus else cores, k, base_port)
-                  for n, k in zip(nodes, per_node))
     job, step = env.get("SLURM_JOB_ID"), env.get("SLURM_STEP_ID")
     run_id = sanitize_id(f"slurm-{job}" + (f".{step}" if step else "")) if job else None
+    budgets = [float(cpus) * k if cpus else cores for k in per_node]
+    if ps:
+        spec, me = _slurm_ps(nodes, per_node, budgets, base_port, ps, rank)
+        return Task(spec, me, run_id, "slurm")
+    hosts = tuple(HostSpec(sanitize_id(n, "SLURM_STEP_NODELIST"), n, b, k, base_port)
+                  for n, k, b in zip(nodes, per_node, budgets))
     return Task(ClusterSpec(hosts, source="Slurm"), rank, run_id, "slurm")
+
+
+def _slurm_ps(nodes: list[str], per_node: list[int], budgets: list[float], base_port: int, ps: int,
+              rank: int) -> tuple[ClusterSpec, int]:
+    """The ParameterServerStrategy cluster of a Slurm step and this rank's task in it."""
+    total = sum(per_node)
+    if total < ps + 2:
+        raise UsageError(f"--ps {ps}: the Slurm step has {total} tasks; it needs the chief, {ps} parameter "
+                         f"server(s) and at least one worker ({ps + 2} tasks)")
+
+    def role(r: int) -> tuple[str, int]:
+        return ("chief", 0) if r == 0 else ("ps", r - 1) if r <= ps else ("worker", r - 1 - ps)
+
+    hosts, first = [], 0
+    for node, k, budget in zip(nodes, per_node, budgets):
+        mine = [(role(r), base_port + r - first) for r in range(first, first + k)]
+        ports = tuple(p for want in ROLES for (kind, _), p in mine if kind == want)
+        count = {want: sum(1 for (kind, _), _p in mine if kind == want) for want in ROLES}
+        hosts.append(HostSpec(sanitize_id(node, "SLURM_STEP_NODELIST"), node, budget, count["worker"], ports[0],
+                              ports, ps=count["ps"], chief=bool(count["chief"])))
+        first += k
+    spec = ClusterSpec(tuple(hosts), source="Slurm")
+    kind, index = role(rank)
+    return spec, next(t.index for t in spec.tasks if t.role == kind and t.task_index == index)
 
 
 def _int(env: Mapping[str, str], name: str) -> int:

@@ -104,7 +104,7 @@ def _cat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 RUN_COLUMNS = [
     "run_id", "is_baseline", "mode", "strategy", "ps", "step_shares", "min_step_share", "min_share_worker",
-    "min_share_vs_even", "status", "preset", "data", "workers", "hosts", "epochs", "steady_epoch_s",
+    "min_share_vs_even", "workers_died", "steps_lost", "status", "preset", "data", "workers", "hosts", "epochs", "steady_epoch_s",
     "steady_is_warmup", "trace_window_s", "trace_window_epoch", "fit_s", "startup_s", "steady_samples_per_s",
     "samples", "steady_epoch_samples", "cpu_s",
     "cpu_s_per_1k_samples", "rss_peak_max_bytes", "command_wall_s", "command_cpu_s", "steps_note", "val_loss",
@@ -148,7 +148,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
     row = {
         "run_id": run.run_id, "is_baseline": is_baseline, "mode": run.mode, "status": run.status,
         "strategy": rec.run.strategy or ("MirroredStrategy" if run.mode == "single" and not no_steps else None),
-        "ps": sum(1 for w in rec.run.workers if w.role == "ps"), **_share_row(workers),
+        "ps": sum(1 for w in rec.run.workers if w.role == "ps"), **_share_row(workers), **_lost_row(rec.run),
         "preset": rec.run.preset, "data": describe_data(rec.run), "workers": run.num_workers,
         "hosts": len(set(cpu_fig.worker_hosts(rec.run).values())) or 1, "epochs": summary.epochs,
         "steady_epoch_s": summary.steady_epoch_s, "steady_is_warmup": summary.steady_is_warmup,
@@ -197,6 +197,18 @@ def _what_if_row(model: StepModel | None, strag: StragglerFigures, rec: RunRecor
     what = equal_workers(model, cpu_fig.worker_hosts(rec.run), cpu_fig.host_budgets(rec.run))
     moved = not strag.placement.empty and (strag.placement["workers_proposed"] != strag.placement["workers_now"]).any()
     return what.to_row() | (placement_row(model, strag.compute_proposed_s) if moved else PLACEMENT_EMPTY)
+
+
+def _lost_row(meta: RunMeta) -> dict[str, Any]:
+    """ParameterServerStrategy workers that died while the run went on (trainer/lostworkers.py), as "1
+    (SIGKILL)", and the steps that failed on them and ran again elsewhere (counted by the chief where perfkit's
+    start-up hook watched TensorFlow's coordinator; NaN where nothing counted them)."""
+    died = [w for w in meta.workers if w.died]
+    text = ", ".join(f"{w.index} ({w.died.get('signal') or 'exit ' + str(w.died.get('exit_code'))})" for w in died)
+    counted = [w.plan["coordinator"].get("lost_steps") or {} for w in meta.workers
+               if w.plan and isinstance(w.plan.get("coordinator"), dict)]
+    lost = float(sum(int(n) for c in counted for n in c.values())) if counted else math.nan
+    return {"workers_died": text or None, "steps_lost": lost}
 
 
 def _share_row(workers: pd.DataFrame) -> dict[str, Any]:

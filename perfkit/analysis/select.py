@@ -1,6 +1,7 @@
 """Which runs are compared: the baseline, and the runs left out (with the reason).
 
-Baseline (docs/figures.md): the latest complete single-mode run on the same data and preset, unless
+Baseline (docs/figures.md): the latest complete single-mode run on the same data and preset (for a launched
+parameter-server script without one, its latest ``--mode ps`` run with one worker), unless
 ``--baseline RUN_ID`` names one. "Same" is judged against the latest complete multi-mode run analysed
 that has such a run (else the latest multi-mode run, or the latest run when none is multi-mode); a
 baseline missing from the analysed runs is looked up in the results directory. Runs that are not
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -77,21 +79,42 @@ def choose_baseline(runs: Sequence[LoadedRun], results_dir: Path, baseline_id: s
     if not usable:
         return None, "no complete run to compare"
     references = [r for r in usable if r.mode in ("multi", "ps")][::-1] or usable[::-1]
-    singles = [r for r in usable if r.mode == "single" and one_replica(r.meta)]
-    for ref in references:  # the latest cluster run (multi or ps) that has a baseline among the runs analysed
-        candidates = [r for r in singles if workload(r.meta) == workload(ref.meta)]
-        if candidates:
-            return candidates[-1], _CHOSEN
+    for kind in BaselineKind:  # a single-mode run first, wherever one is
+        for ref in references:  # the latest cluster run (multi or ps) that has a baseline among the runs analysed
+            candidates = [r for r in usable if baseline_kind(r.meta) is kind and workload(r.meta) == workload(ref.meta)]
+            if candidates:
+                return candidates[-1], kind.value
     key = workload(references[0].meta)
-    candidates = sorted((r for r in _scan_singles(results_dir, key) if _usable(r)), key=lambda r: r.sort_key)
-    if not candidates:
-        what = f"preset {key[0]}, " if key[0] is not None else ""
-        return None, (f"no complete single-mode run on the same data and preset ({what}"
-                      f"{describe_data(references[0].meta)})")
-    return candidates[-1], _CHOSEN
+    scanned = sorted((r for r in _scan_baselines(results_dir, key) if _usable(r)), key=lambda r: r.sort_key)
+    for kind in BaselineKind:
+        candidates = [r for r in scanned if baseline_kind(r.meta) is kind]
+        if candidates:
+            return candidates[-1], kind.value
+    what = f"preset {key[0]}, " if key[0] is not None else ""
+    also = " or --mode ps run with one worker" if references[0].mode == "ps" and _command(references[0].meta) else ""
+    return None, (f"no complete single-mode run{also} on the same data and preset ({what}"
+                  f"{describe_data(references[0].meta)})")
 
 
-_CHOSEN = "latest complete single-mode run on the same data and preset"
+class BaselineKind(Enum):
+    """What a baseline can be, in the order one is looked for; the value says how it was chosen."""
+
+    SINGLE = "latest complete single-mode run on the same data and preset"
+    PS_ONE_WORKER = ("latest complete --mode ps run of the same command with one worker (a parameter-server "
+                     "script runs only in its cluster)")
+
+
+def baseline_kind(meta: RunMeta) -> BaselineKind | None:
+    """A single-mode run of one replica; for a launched command also a ``--mode ps`` run with one worker."""
+    if meta.mode == "single" and one_replica(meta):
+        return BaselineKind.SINGLE
+    if meta.mode == "ps" and _command(meta) and meta.num_workers == 1:
+        return BaselineKind.PS_ONE_WORKER
+    return None
+
+
+def _command(meta: RunMeta) -> bool:
+    return meta.workload.get("name") == "command"
 
 
 def one_replica(meta: RunMeta) -> bool:
@@ -99,7 +122,7 @@ def one_replica(meta: RunMeta) -> bool:
     return int(meta.config.get("replicas") or 1) == 1
 
 
-def _scan_singles(results_dir: Path, key: tuple[Any, ...]) -> list[LoadedRun]:
+def _scan_baselines(results_dir: Path, key: tuple[Any, ...]) -> list[LoadedRun]:
     from perfkit.results import iter_run_dirs, load_meta
 
     ids = []
@@ -108,7 +131,7 @@ def _scan_singles(results_dir: Path, key: tuple[Any, ...]) -> list[LoadedRun]:
             meta = load_meta(d)
         except Exception:  # noqa: BLE001 - an unreadable directory is simply not a candidate
             continue
-        if meta.mode == "single" and one_replica(meta) and meta.status == "complete" and workload(meta) == key:
+        if baseline_kind(meta) is not None and meta.status == "complete" and workload(meta) == key:
             ids.append(meta.run_id)
     found = [find_run(results_dir, rid) for rid in sorted(set(ids))]
     return [r for r in found if r is not None]

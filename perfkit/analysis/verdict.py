@@ -108,12 +108,24 @@ def _async_lines(row: Any) -> list[str]:
     text = (f"Asynchronous training ({row.workers} workers, {int(row.ps)} parameter server"
             f"{'s' if row.ps != 1 else ''}): no worker waited for another; each worker's share of the steps: "
             f"{row.step_shares}.")
-    if row.min_share_vs_even < 0.9:
+    if present(getattr(row, "workers_died", None)) and str(low) in str(row.workers_died).replace(",", " ").split():
+        text += f" Worker {low} ran {row.min_step_share:.0%} of them: it died during the run."
+    elif row.min_share_vs_even < 0.9:
         text += (f" Worker {low} ran {row.min_step_share:.0%} of them ({row.min_share_vs_even:.2f}x an even share "
                  f"of {even:.0%}): the slower worker ran fewer steps instead of holding the others back.")
     else:
         text += f" Every worker ran close to an even share ({even:.0%}): none was clearly slower."
-    return [text]
+    return [text, *_lost_lines(row)]
+
+
+def _lost_lines(row: Any) -> list[str]:
+    """A worker that died while the run went on: the figures are of a cluster that lost it."""
+    if not present(getattr(row, "workers_died", None)):
+        return []
+    lost = (f"; {int(row.steps_lost)} step{'s' if row.steps_lost != 1 else ''} failed on it and ran again on "
+            f"another worker") if ok(row.steps_lost) else ""
+    return [f"Worker(s) {row.workers_died} died during the run and TensorFlow's coordinator went on without "
+            f"them{lost}: these figures are of a cluster that lost a worker, not of the {row.workers} it started with."]
 
 
 def mode_lines(modes: pd.DataFrame) -> list[str]:

@@ -17,8 +17,13 @@ def launch_command(
     command: Annotated[list[str], typer.Argument(help="The command to run per worker, after '--'.",
                                                  show_default=False, metavar="-- COMMAND...")],
     mode: Annotated[Mode, typer.Option(help="multi: one process per worker with its own TF_CONFIG; single: "
-                                       "the command once, no TF_CONFIG (the baseline).")] = Mode.multi,
+                                       "the command once, no TF_CONFIG (the baseline); ps: a parameter-server "
+                                       "script, once per task (chief, workers, parameter servers; "
+                                       "docs/ps-mode.md).")] = Mode.multi,
     workers: opt.Workers = None,
+    ps: Annotated[Optional[int], typer.Option("--ps", help="ps, with --workers or --hosts: parameter servers "
+                                              "(default 1; with --hosts on the first host, beside the chief).",
+                                              show_default=False)] = None,
     cluster: opt.ClusterFile = None,
     emulate: opt.Emulate = False,
     pin: opt.Pin = True,
@@ -78,7 +83,7 @@ def launch_command(
                  connect_timeout=connect_timeout, hang_timeout=hang_timeout, max_restarts=max_restarts,
                  cluster_from=cluster_from, base_port=base_port, allow_unenforced=allow_unenforced,
                  profile_steps="off" if no_profile else profile_steps, sample_interval=sample_interval,
-                 label=label, auto_record=not no_auto_record, step_function=step_function)
+                 label=label, auto_record=not no_auto_record, step_function=step_function, ps=ps)
     if agent:
         _agent(command, flags, host, results_dir, run_id)
         return

@@ -81,7 +81,9 @@ class UserCommand:
         env[RUN_DIR_VAR], env[INDEX_VAR] = str(run.path.resolve()), str(placement.index)
         if placement.threads:
             env["TF_NUM_INTRAOP_THREADS"] = str(placement.threads)
-            env["TF_NUM_INTEROP_THREADS"] = str(max(1, min(2, placement.threads)))
+            # A ParameterServerStrategy server with one inter-op thread hangs on the first step it is sent
+            # (docs/ps-mode.md): two at least, in every task of such a cluster.
+            env["TF_NUM_INTEROP_THREADS"] = str(2 if cluster.is_ps else max(1, min(2, placement.threads)))
         # MultiWorkerMirroredStrategy needs tf-keras (keras-team/keras#20585); a user's own setting wins.
         env.setdefault("TF_USE_LEGACY_KERAS", "1")
         if self.auto_record:

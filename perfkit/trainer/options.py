@@ -100,25 +100,29 @@ def launch_options(command: list[str], mode: Mode, *, workers: int | None, clust
                    cluster_from: str | None, base_port: int | None, allow_unenforced: bool, profile_steps: str,
                    sample_interval: float, label: str | None, auto_record: bool = True,
                    step_function: str | None = None, host: str | None = None, task_index: int | None = None,
-                   cluster_spec: ClusterSpec | None = None, env: tuple[tuple[str, str], ...] = ()
-                   ) -> tuple[LaunchOptions, MultiOptions]:
+                   cluster_spec: ClusterSpec | None = None, env: tuple[tuple[str, str], ...] = (),
+                   ps: int | None = None) -> tuple[LaunchOptions, MultiOptions]:
     """``perfkit launch``'s options: the command (its program found now), and the workers it runs as: all of
     them, or with ``host`` / ``task_index`` this host's part of ``cluster`` (or of ``cluster_spec``, the
     cluster a launching host sent over SSH)."""
     check_launch_flags(mode, sample_interval, auto_record, step_function)
-    if mode is Mode.multi and cluster_spec is not None:
+    if mode is not Mode.ps and ps is not None:
+        raise UsageError("--ps: only with --mode ps")
+    if mode is Mode.ps:
+        profile_steps = ps_profile_steps(profile_steps, max_restarts)
+    if mode is not Mode.single and cluster_spec is not None:
         local, part = select_local(cluster_spec, host, task_index)
         opts = MultiOptions(cluster_spec, local, part, False, pin, connect_timeout, max_restarts)
-    elif mode is Mode.multi:
+    elif mode is not Mode.single:
         opts = multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
-                             cluster_from, base_port)
+                             cluster_from, base_port, mode=mode, ps=ps)
     else:
         if workers not in (None, 1) or cluster is not None or emulate or cluster_from is not None:
-            raise UsageError("--workers/--cluster/--emulate/--cluster-from: only with --mode multi")
+            raise UsageError("--workers/--cluster/--emulate/--cluster-from: only with --mode multi or ps")
         no_multi_flags(host=host, task_index=task_index)
         opts = multi_options(1, None, None, None, False, pin, connect_timeout, max_restarts)
     passed_on = opts.scheduler.tf_config if opts.scheduler is not None else None
-    user = UserCommand.checked(command, mode is Mode.multi, passed_on, auto_record, step_function, env)
+    user = UserCommand.checked(command, mode is not Mode.single, passed_on, auto_record, step_function, env)
     lopts = LaunchOptions(user, mode,
                           check_spec(profile_steps), sample_interval=sample_interval, label=label)
     return lopts, supervised(opts, hang_timeout, allow_unenforced)
@@ -128,9 +132,6 @@ def check_launch_flags(mode: Mode, sample_interval: float, auto_record: bool, st
     """The flags of ``perfkit launch`` that mean the same wherever the command runs."""
     if not 0.05 <= sample_interval <= 60:
         raise UsageError("--sample-interval: must be between 0.05 and 60 seconds")
-    if mode is Mode.ps:
-        raise UsageError("--mode: ps is for perfkit run (perfkit's own chief, workers and parameter servers); "
-                         "perfkit launch runs your command with --mode single or multi")
     if step_function is not None and not _IDENTIFIER.fullmatch(step_function):
         raise UsageError(f"--step-function: {step_function!r} is not a function name (e.g. train_step or "
                          f"Trainer.train_step)")
@@ -148,13 +149,20 @@ def no_multi_flags(**given: object) -> None:
 def ps_config(cfg: RunConfig, profile_steps: str, max_restarts: int) -> RunConfig:
     """ParameterServerStrategy's run config: no trace window (every worker's steps are timed in the step's
     graph instead, trainer/worker/ps.py) and no restarts (the chief cannot resume from a backup)."""
+    return replace(cfg, profile_steps=ps_profile_steps(profile_steps, max_restarts))
+
+
+def ps_profile_steps(profile_steps: str, max_restarts: int) -> str:
+    """``--mode ps`` (run and launch): no trace window, since each worker's steps are timed apart from a
+    trace (perfkit's workers in the step's graph, a script's where TensorFlow's coordinator runs them), and
+    no restarts (TF's chief cannot resume from a backup)."""
     if profile_steps not in ("auto", "off"):
-        raise UsageError("--profile-steps: --mode ps records no trace window (each worker times its own steps); "
-                         "leave it at auto or pass --no-profile")
+        raise UsageError("--profile-steps: --mode ps records no trace window (each worker's steps are timed "
+                         "without one); leave it at auto or pass --no-profile")
     if max_restarts:
         raise UsageError("--max-restarts: --mode ps does not restart a cluster (TF's chief cannot resume from a "
                          "backup); leave it at 0")
-    return replace(cfg, profile_steps="off")
+    return "off"
 
 
 def multi_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
@@ -163,8 +171,6 @@ def multi_options(workers: int | None, cluster: Path | None, host: str | None, t
                    ps: int | None = None, workers_only: bool = False) -> MultiOptions:
     """The cluster of a multi or ps run, checked against the strategy; ``workers_only``: a ps cluster file's
     hosts without their parameter servers and chief (compare's synchronous run on the same file)."""
-    if mode is Mode.ps and cluster_from is not None:
-        raise UsageError("--cluster-from: --mode ps takes its cluster from --workers/--ps or --cluster FILE")
     if mode is Mode.ps and cluster is not None and ps is not None:
         raise UsageError("--ps: not with --cluster (each host's ps = K in the file says where they run)")
     if ps is not None and ps < 1:
@@ -186,7 +192,7 @@ def _cluster_options(workers: int | None, cluster: Path | None, host: str | None
             raise UsageError("--cluster-from: not with --workers/--cluster/--host/--task-index/--emulate (the "
                              "scheduler gives the cluster and this task)")
         task = schedulers.from_environment(cluster_from, os.environ, float(len(available_cores())),
-                                           base_port or schedulers.DEFAULT_BASE_PORT)
+                                           base_port or schedulers.DEFAULT_BASE_PORT, ps)
         return MultiOptions(task.cluster, (task.index,), f"w{task.index}", False, pin, connect_timeout, max_restarts,
                             scheduler=task)
     if base_port is not None:

@@ -33,6 +33,7 @@ from perfkit.events import Observer
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.results import RunDir, write_json
 from perfkit.trainer import hang, teardown
+from perfkit.trainer.lostworkers import LostWorkers
 from perfkit.trainer.forkserver import Adopted, ForkServer, worker_env
 from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.probe import listening, lost_links, unreachable
@@ -101,6 +102,7 @@ class Launcher:
         self._epochs_shown = 0
         self._chief_seen, self._probed = False, 0.0  # a part of a ps cluster without its chief
         self.ends = teardown.Ends()  # each worker's last step to its exit (trainer/teardown.py)
+        self.lost = LostWorkers(cluster)  # ParameterServerStrategy workers that died while the run went on
 
     # -- one attempt -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -145,7 +147,7 @@ class Launcher:
             if failure is not None:
                 return failure
             if self._finished():
-                return None
+                return self._chief_alone() if deadline else None
             if deadline and all(self._joined(w) for w in self.workers) and self._chief_up():
                 deadline = 0.0
             if deadline and time.monotonic() > deadline:
@@ -303,8 +305,22 @@ class Launcher:
         names = ", ".join(self._short(i) for i in missing)
         if not names:
             names = "none: every port answers, yet the cluster did not form (do all hosts use the same cluster file?)"
-        return Failure("failed", f"the cluster did not form within {self.connect_timeout:g} s; workers that never "
-                       f"joined: {names}", {"missing": missing})
+        what = "tasks" if self.cluster.is_ps else "workers"
+        chief = self.cluster.chief
+        hint = ("; a parameter-server script's chief joins when it builds tf.distribute.ParameterServerStrategy"
+                if chief is not None and chief.index in missing else "")
+        return Failure("failed", f"the cluster did not form within {self.connect_timeout:g} s; {what} that never "
+                       f"joined: {names}{hint}", {"missing": missing})
+
+    def _chief_alone(self) -> Failure | None:
+        """A ParameterServerStrategy chief that exited 0 before the cluster formed, having scheduled no step
+        for perfkit's start-up hook to see: the script never trained through the strategy (it ran alone)."""
+        chief = next((w for w in self._finishing() if self.cluster.tasks[w.index].role == "chief"), None)
+        if chief is None or not getattr(self.spawn, "auto_record", False) or chief.status.get("state"):
+            return None
+        return Failure("failed", f"{self._short(chief.index)} exited before the cluster formed, having scheduled no "
+                       f"step on a worker: the script's chief never trained through "
+                       f"tf.distribute.ParameterServerStrategy (--mode ps needs one)", {"missing": [chief.index]})
 
     def stop(self, grace: float = STOP_GRACE_S) -> None:
         """Stop every worker still running: SIGTERM, then SIGKILL after ``grace``; reap them all."""
@@ -411,6 +427,7 @@ class Launcher:
             return None
         self._read_statuses()  # what each wrote just before dying (e.g. that it was stopping the profiler)
         dead = [w for w in dead if not self.ends.excused(w.index)]  # a crash after its last step: a warning
+        dead = [w for w in dead if w.index not in self.lost.died and not self._survived(w)]
         if not dead:
             return None
         # A peer's death makes the survivors fail within a second with UnavailableError, so several can
@@ -424,10 +441,23 @@ class Launcher:
                    "last_log_lines": self._tail(first.index), "profile": first.status.get("profile"),
                    "also_exited": [w.index for w in dead if w is not first]}
         text = f"{self._name(first)} {_exit_text(code)}" + (f": {error}" if error else "")
+        if self.lost.died and self.cluster.tasks[first.index].role == "worker":
+            text += f"; every other worker had died before it ({', '.join(self._short(i) for i in self.lost.died)})"
         if code > 0 and (not error or is_consequence(error)):
             waited = f"{self._name(first)} {_exit_text(code)} waiting for it" + (f" ({error})" if error else "")
             return self._cause_of_death(waited, text, details) or Failure("failed", text, details)
         return Failure("failed", text, details)
+
+    def _survived(self, w: Worker) -> bool:
+        """A ParameterServerStrategy worker whose death the run survives (lostworkers.py): named, kept, not a
+        failure."""
+        if not self.lost.survivable(w.index):
+            return False
+        code = w.proc.returncode
+        # a signal's victim wrote nothing of it: its last log line would be noise
+        error = w.status.get("error") or (next(iter(self._tail(w.index, 1)), None) if code > 0 else None)
+        self.observer.warning(self.lost.record(w.index, self._name(w), code, error))
+        return True
 
     def _cause_of_death(self, waited: str, text: str, details: dict[str, Any]) -> Failure | None:
         """A worker that died of a peer's silence (TF's coordination service gives up on a stopped peer in
@@ -467,7 +497,8 @@ class Launcher:
                  "exit_code": w.proc.returncode if w.proc else None, "state": w.status.get("state"),
                  "profile": w.status.get("profile"), "calibration": w.status.get("calibration"),
                  "plan": w.status.get("plan"), "started_wall_ns": w.status.get("started_wall_ns"),
-                 "phases": w.status.get("phases"), "teardown": self.ends.record(w.index)}
+                 "phases": w.status.get("phases"), "teardown": self.ends.record(w.index),
+                 "died": self.lost.of(w.index)}
                 for w in self.workers]
 
     def end_notes(self) -> list[str]:

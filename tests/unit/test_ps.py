@@ -83,7 +83,15 @@ def test_two_chiefs_are_refused(tmp_path: Path) -> None:
     (["compare", "--modes", "single,sync"], "--modes: 'single,sync' must list single"),
     (["compare", "--ps", "2"], "--ps: only with ps in --modes"),
     (["compare", "--modes", "single,ps", "--verify"], "--verify: verifies the multi run's what-if"),
-    (["launch", "--mode", "ps", "--", "python", "-c", "pass"], "--mode: ps is for perfkit run"),
+    (["launch", "--mode", "ps", "--", "python", "-c", "pass"], "--mode ps: give either --workers N or --cluster FILE"),
+    (["launch", "--mode", "ps", "--workers", "2", "--ps", "0", "--", "python", "-c", "pass"],
+     "--ps: must be at least 1"),
+    (["launch", "--mode", "multi", "--workers", "2", "--ps", "1", "--", "python", "-c", "pass"],
+     "--ps: only with --mode ps"),
+    (["launch", "--mode", "ps", "--workers", "2", "--max-restarts", "1", "--", "python", "-c", "pass"],
+     "--mode ps does not restart"),
+    (["launch", "--mode", "ps", "--workers", "2", "--profile-steps", "2-3", "--", "python", "-c", "pass"],
+     "--mode ps records no trace window"),
 ])
 def test_ps_flags_are_checked_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    args: list[str], message: str) -> None:

@@ -113,7 +113,7 @@ def test_hosts_pass_only_the_named_variables_and_the_flags_as_given(monkeypatch:
     ({}, "a,b", ["1BAD"], "is not NAME or NAME=VALUE"),
     ({"hang_timeout": "soon"}, "a,b", None, "--hang-timeout"),
     ({}, None, ["A=1"], "--env: only with --hosts"),
-    ({}, "a,b", ["TF_CONFIG={}"], "--env TF_CONFIG: perfkit sets each worker's TF_CONFIG"),
+    ({}, "a,b", ["TF_CONFIG={}"], "--env TF_CONFIG: perfkit sets each task's TF_CONFIG"),
 ])
 def test_flags_that_cannot_apply_to_hosts_are_refused(changes: dict[str, object], hosts: str | None,
                                                       env: list[str] | None, said: str) -> None:

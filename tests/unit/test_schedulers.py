@@ -25,6 +25,30 @@ def test_a_tfjob_tf_config_puts_the_chief_first_and_keeps_every_endpoint() -> No
     assert chief.index == 0
 
 
+def test_a_parameter_server_tf_config_keeps_every_role_in_its_task_order() -> None:
+    cfg = {"cluster": {"worker": ["a:1", "b:2", "a:3"], "ps": ["b:4"], "chief": ["a:5"]},
+           "task": {"type": "ps", "index": 0}}
+    task = from_tf_config(json.dumps(cfg), 2.0)
+    tasks = [(t.role, t.task_index, t.endpoint) for t in task.cluster.tasks]
+    assert tasks == [("worker", 0, "a:1"), ("worker", 1, "b:2"), ("worker", 2, "a:3"), ("ps", 0, "b:4"),
+                     ("chief", 0, "a:5")]
+    assert task.cluster.tasks[task.index].name == "ps 0"
+    assert task.cluster.tf_config(task.index) == {"cluster": {k: cfg["cluster"][k] for k in ("worker", "ps", "chief")},
+                                                   "task": {"type": "ps", "index": 0}}
+
+
+def test_a_slurm_step_with_parameter_servers_puts_the_chief_and_ps_first_in_rank_order() -> None:
+    env = {"SLURM_PROCID": "3", "SLURM_STEP_NUM_TASKS": "5", "SLURM_STEP_NODELIST": "n[1-2]",
+           "SLURM_STEP_TASKS_PER_NODE": "3,2"}
+    task = from_slurm(env, 2.0, 23456, ps=1)
+    roles = {(t.role, t.task_index): t.endpoint for t in task.cluster.tasks}
+    assert roles == {("chief", 0): "n1:23456", ("ps", 0): "n1:23457", ("worker", 0): "n1:23458",
+                     ("worker", 1): "n2:23456", ("worker", 2): "n2:23457"}
+    assert task.cluster.tasks[task.index].name == "worker 1"  # rank 3: after the chief, one ps and worker 0
+    with pytest.raises(UsageError, match="--ps 4: the Slurm step has 5 tasks"):
+        from_slurm(env, 2.0, 23456, ps=4)
+
+
 def test_workers_sharing_a_host_stay_in_task_order() -> None:
     cfg = {"cluster": {"worker": ["a:1", "a:2", "b:1", "a:3"]}, "task": {"type": "worker", "index": 3}}
     task = from_tf_config(json.dumps(cfg), 2.0)
@@ -33,7 +57,8 @@ def test_workers_sharing_a_host_stay_in_task_order() -> None:
 
 
 @pytest.mark.parametrize(("cfg", "message"), [
-    ({"cluster": {"worker": ["a:1"], "ps": ["p:1"]}, "task": {"type": "worker", "index": 0}}, "task type.s. ps"),
+    ({"cluster": {"worker": ["a:1"], "ps": ["p:1"]}, "task": {"type": "evaluator", "index": 0}},
+     "not one of the cluster's chief/worker/ps tasks"),
     ({"cluster": {"worker": ["a:1"], "evaluator": ["e:1"]}, "task": {"type": "worker", "index": 0}}, "evaluator"),
     ({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}, "not one of the cluster"),
     ({"cluster": {"worker": ["nohost"]}, "task": {"type": "worker", "index": 0}}, "not host:port"),
@@ -94,7 +119,7 @@ def test_slurm_variables_that_disagree_or_are_missing_are_named() -> None:
     (["--cluster-from", "slurm", "--workers", "2"], {}, "--cluster-from: not with --workers"),
     (["--base-port", "3000", "--workers", "2"], {}, "--base-port: only with --cluster-from slurm"),
     ([], {"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1"], "ps": ["b:1"]},
-                                   "task": {"type": "worker", "index": 0}})}, "TF_CONFIG: task type.s. ps"),
+                                   "task": {"type": "worker", "index": 0}})}, "TF_CONFIG: ps and chief are for --mode ps"),
 ])
 def test_scheduler_flags_fail_in_one_line_before_anything_starts(
         tmp_path, capsys, monkeypatch, args: list[str], env: dict[str, str], message: str) -> None:  # type: ignore[no-untyped-def]

@@ -69,6 +69,14 @@ def parse_hosts(text: str, base_port: int) -> ClusterSpec:
     return spec
 
 
+def with_ps(spec: ClusterSpec, ps: int) -> ClusterSpec:
+    """``--mode ps --hosts``: the chief and ``ps`` parameter servers on the first host, beside its workers."""
+    if ps < 1:
+        raise UsageError("--ps: must be at least 1")
+    first = replace(spec.hosts[0], ps=ps, chief=True)
+    return ClusterSpec((first, *spec.hosts[1:]), source=spec.source)
+
+
 def ssh_cluster(spec: ClusterSpec) -> bool:
     """Whether ``spec`` is started over SSH: every host names its target, or none does."""
     given = [h.name for h in spec.hosts if h.ssh]

@@ -48,7 +48,8 @@ class AgentArgs:
 
     argv: tuple[str, ...]  # the user's command
     flags: tuple[str, ...]  # --mode, --connect-timeout, --hang-timeout, ... as the user gave them
-    multi: bool
+    multi: bool  # a cluster (multi or ps), not one process
+    mode: str = "multi"
 
 
 def launch_hosts(cluster: ClusterSpec, args: AgentArgs, remote: Remote, results_dir: Path,
@@ -58,7 +59,7 @@ def launch_hosts(cluster: ClusterSpec, args: AgentArgs, remote: Remote, results_
     observer = observer or NullObserver()
     origin = begin_run()  # every host's part counts its start-up from this command's start
     results_dir = Path(results_dir)
-    rid = sanitize_id(run_id) if run_id else new_run_id("multi" if args.multi else "single", label)
+    rid = sanitize_id(run_id) if run_id else new_run_id(args.mode if args.multi else "single", label)
     names = {h.name: f"{rid}--{sanitize_id(h.name)}" if args.multi else rid for h in cluster.hosts}
     for name in names.values():
         RunDir.path_for(results_dir, name)  # a part brought back must not replace a run already here

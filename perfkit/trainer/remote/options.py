@@ -8,13 +8,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from perfkit.cluster import load_cluster
+from perfkit.cluster import check_mode, load_cluster
 from perfkit.config import Mode
 from perfkit.errors import UsageError
 from perfkit.profiler.tracewindow import check_spec
 from perfkit.schedulers import DEFAULT_BASE_PORT
-from perfkit.trainer.options import check_launch_flags, parse_hang_timeout
-from perfkit.trainer.remote.hosts import Remote, parse_hosts, ssh_cluster
+from perfkit.trainer.options import check_launch_flags, parse_hang_timeout, ps_profile_steps
+from perfkit.trainer.remote.hosts import Remote, parse_hosts, ssh_cluster, with_ps
 from perfkit.trainer.remote.launcher import AgentArgs
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -32,7 +32,8 @@ def over_ssh(command: list[str], flags: dict[str, Any], hosts: str | None, host:
             raise UsageError("--hosts: not with --workers/--cluster/--cluster-from (it names the hosts and their "
                              "workers itself)")
         spec = parse_hosts(hosts, flags["base_port"] or DEFAULT_BASE_PORT)
-    elif cluster is not None and mode is Mode.multi and host is None and task_index is None:
+        spec = with_ps(spec, flags.get("ps") or 1) if mode is Mode.ps else spec
+    elif cluster is not None and mode is not Mode.single and host is None and task_index is None:
         loaded = load_cluster(cluster)
         spec = loaded if ssh_cluster(loaded) else None
     if spec is None:
@@ -59,11 +60,16 @@ def over_ssh(command: list[str], flags: dict[str, Any], hosts: str | None, host:
     parse_hang_timeout(flags["hang_timeout"])
     check_spec(flags["profile_steps"])
     named = tuple(_env(env or []))
-    if mode is Mode.multi and any(name == "TF_CONFIG" for name, _ in named):
-        raise UsageError("--env TF_CONFIG: perfkit sets each worker's TF_CONFIG in --mode multi; name it only for "
-                         "a --mode single baseline of a script that needs one")
+    if mode is not Mode.single and any(name == "TF_CONFIG" for name, _ in named):
+        raise UsageError(f"--env TF_CONFIG: perfkit sets each task's TF_CONFIG in --mode {mode.value}; name it only "
+                         f"for a --mode single baseline of a script that needs one")
+    if flags.get("ps") is not None and (mode is not Mode.ps or hosts is None):
+        raise UsageError("--ps: only with --mode ps and --workers or --hosts (a cluster file's hosts say ps = K)")
+    if mode is Mode.ps:
+        check_mode(spec, "ps")
+        ps_profile_steps(flags["profile_steps"], flags["max_restarts"])
     remote = Remote(remote_perfkit, remote_results_dir, str(Path.cwd()), named)
-    return spec, AgentArgs(tuple(command), tuple(_agent_flags(flags)), mode is Mode.multi), remote
+    return spec, AgentArgs(tuple(command), tuple(_agent_flags(flags)), mode is not Mode.single, mode.value), remote
 
 
 def _agent_flags(flags: dict[str, Any]) -> list[str]:

@@ -20,6 +20,7 @@ import functools
 import inspect
 import logging
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,11 @@ def _fit(original: Any, signature: inspect.Signature, callback_base: type, model
     part = None
     if owner is not None:
         owner.fit_given(batch)  # perfkit.record's callbacks already there: recorded once
+    elif STATE.session is not None and not STATE.fit_depth and _coordinated(model):
+        coord = STATE.session.coordinated(keras=True)
+        if coord is not None and coord.keras:
+            coord.batch_seen(batch)
+            bound.arguments["callbacks"] = callbacks + coord.callbacks(callback_base)
     elif STATE.session is not None and not STATE.fit_depth:
         part = STATE.session.fit_part(batch, callback_base)
         if part is not None:
@@ -88,14 +94,19 @@ def _fit(original: Any, signature: inspect.Signature, callback_base: type, model
         with _device_datasets(part or owner):
             out = original(*bound.args, **bound.kwargs)
     except BaseException as exc:
-        if part is not None:
+        if part is not None or (STATE.session is not None and STATE.session.coord is not None):
             STATE.session.fit_ended(exc)
         raise
     finally:
         STATE.fit_depth -= 1
-    if part is not None:
+    if part is not None or (STATE.session is not None and STATE.session.coord is not None):
         STATE.session.fit_ended(None)
     return out
+
+
+def _coordinated(model: Any) -> bool:
+    """The model trains under ParameterServerStrategy: its steps are scheduled on the workers."""
+    return bool(getattr(getattr(model, "distribute_strategy", None), "_should_use_with_coordinator", False))
 
 
 @contextlib.contextmanager
@@ -133,6 +144,61 @@ def _patch_tf(session: Any) -> None:
         cls.__iter__ = _wrap(cls.__iter__, lambda orig, d, a, k: session.new_iterator(orig, d, a, k))
     imports.when_imported("tf_keras", lambda m: _patch_metrics(m.metrics.Metric, session))
     imports.when_imported("keras", lambda m: _patch_metrics(m.metrics.Metric, session))
+    _patch_coordinator(session)
+
+
+def _patch_coordinator(session: Any) -> None:
+    """ParameterServerStrategy's ``ClusterCoordinator``: each step it schedules, the worker that runs it and
+    how long, and a custom loop's ``join`` (``worker/coordinated.py``)."""
+    from tensorflow.python.distribute.coordinator import cluster_coordinator as cc
+
+    closure = cc.Closure
+    closure.__init__ = _wrap(closure.__init__, lambda orig, c, a, k: _closure_made(orig, c, a, k, closure, session))
+    closure.execute_on = _wrap(closure.execute_on, lambda orig, c, a, k: _closure_run(orig, c, a, k, session))
+    coordinator = cc.ClusterCoordinator
+    coordinator.join = _wrap(coordinator.join, lambda orig, c, a, k: _joined(orig, c, a, k, session))
+
+
+def _closure_made(orig: Any, closure: Any, args: tuple[Any, ...], kwargs: dict[str, Any], step_type: type,
+                  session: Any) -> None:
+    orig(closure, *args, **kwargs)
+    if type(closure) is not step_type:  # a per-worker resource (a dataset, an iterator), not a step
+        return
+    try:
+        part = session.coordinated(keras=bool(STATE.fit_depth))
+        fn = args[0] if args else kwargs.get("function")
+        closure._perfkit_tag = part.closure_made(fn) if part is not None else None
+    except Exception:  # noqa: BLE001 - profiling never breaks training
+        log.exception("perfkit: could not record a scheduled step")
+
+
+def _closure_run(orig: Any, closure: Any, args: tuple[Any, ...], kwargs: dict[str, Any], session: Any) -> Any:
+    tag, part = getattr(closure, "_perfkit_tag", None), session.coord
+    if tag is None or part is None:
+        return orig(closure, *args, **kwargs)
+    worker = int(getattr(args[0] if args else kwargs.get("worker"), "worker_index", -1))
+    start = time.monotonic_ns()
+    try:
+        out = orig(closure, *args, **kwargs)
+    except BaseException as exc:
+        _quietly(part.failed, worker, exc)
+        raise
+    _quietly(part.executed, worker, tag, start, time.monotonic_ns())
+    return out
+
+
+def _joined(orig: Any, coordinator: Any, args: tuple[Any, ...], kwargs: dict[str, Any], session: Any) -> Any:
+    out = orig(coordinator, *args, **kwargs)
+    if session.coord is not None and not STATE.fit_depth:
+        _quietly(session.coord.joined)
+    return out
+
+
+def _quietly(fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001 - profiling never breaks training
+        log.exception("perfkit: could not record the coordinator's step")
 
 
 def _wrap(original: Any, handler: Any) -> Any:

@@ -132,13 +132,15 @@ def tables_saver(wdir: Path, steplog: StepLog, attempt: int) -> Callable[[], Non
     return save
 
 
-def open_part(status: Status, wdir: Path, steplog: StepLog, host: str, attempt: int) -> Callable[[], None]:
+def open_part(status: Status, wdir: Path, steplog: StepLog, host: str, attempt: int,
+              progress: Callable[[], dict[str, Any]] | None = None) -> Callable[[], None]:
     """This worker's clock anchor and host in status.json; the saver of its step and epoch tables. The same
-    for perfkit's own worker and for a user's script under perfkit.record."""
+    for perfkit's own worker and for a user's script under perfkit.record. ``progress``: what its heartbeat
+    reports, when more than its own step log (a ParameterServerStrategy chief: its workers' steps)."""
     status.write(anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns, host=host,
                  attempt=attempt)
     # What lets the launcher tell a stuck worker from the peers waiting for it (trainer/hang.py).
-    Heartbeat(wdir / HEARTBEAT_FILE, steplog.position).start()
+    Heartbeat(wdir / HEARTBEAT_FILE, progress or steplog.position).start()
     return tables_saver(wdir, steplog, attempt)
 
 

@@ -58,12 +58,24 @@ def dataset_batch(dataset: Any) -> int | None:
         size = getattr(dataset, "_batch_size", None)
         if size is not None:
             try:
-                value = int(size.numpy()) if hasattr(size, "numpy") else int(size)
+                value = int(_static(size))
             except (TypeError, ValueError):
                 return None
             return value if value > 0 else None
         dataset, seen = getattr(dataset, "_input_dataset", None), seen + 1
     return None
+
+
+def _static(size: Any) -> Any:
+    """A batch size's value: a number, an eager tensor's, or a graph tensor's constant (a dataset built inside a
+    tf.function, as ParameterServerStrategy's per-worker datasets are)."""
+    if hasattr(size, "numpy"):
+        return size.numpy()
+    if hasattr(size, "graph"):
+        from tensorflow import get_static_value
+
+        return get_static_value(size)
+    return size
 
 
 def in_fit() -> bool:
@@ -93,6 +105,7 @@ class Session:
         self.claimed: bool | None = None
         self.fit: Any = None
         self.loop: LoopPart | None = None
+        self.coord: Any = None  # a ParameterServerStrategy chief's part (worker/coordinated.py)
         self.batch: int | None = None  # a strategy's distributed dataset's global batch
         self.iterated_batch: int | None = None  # else the last dataset iterated before the first step
         self._local = threading.local()
@@ -120,11 +133,33 @@ class Session:
     def fit_ended(self, exc: BaseException | None) -> None:
         if self.fit is not None and not self.fit.ended:
             self.fit.end(exc)
+        if self.coord is not None and self.coord.keras:
+            self.coord.end(exc)
+
+    # -- a ParameterServerStrategy chief --------------------------------------------------------------
+    def coordinated(self, keras: bool) -> Any:
+        """The part of a chief whose steps ``ClusterCoordinator`` runs on the workers (Keras fit under
+        ParameterServerStrategy, or a custom loop that schedules its steps); made on first use."""
+        if self.coord is not None:
+            return self.coord
+        if self.fit is not None or self.loop is not None or not self._claim():
+            return None
+        ctx = self._context()
+        if ctx is None:
+            self.claimed = False
+            return None
+        from perfkit.trainer.worker.coordinated import CoordinatorPart
+
+        self.coord = CoordinatorPart(ctx, self.chooser.named, keras)
+        self.coord.batch_seen(self.batch)
+        if not keras:  # a custom loop ends with the process
+            self._at_end()
+        return self.coord
 
     # -- a custom loop --------------------------------------------------------------------------------
     def _watching(self) -> bool:
         return (not in_fit() and not getattr(self._local, "depth", 0) and self.fit is None
-                and self.claimed is not False)
+                and self.coord is None and self.claimed is not False)
 
     @contextlib.contextmanager
     def _inside(self, fn: Any = None) -> Any:
@@ -167,8 +202,10 @@ class Session:
         def dataset_fn(context: Any) -> Any:
             dataset = make(context)
             per_replica = dataset_batch(dataset)
-            if self.batch is None and per_replica and not in_fit():
+            if self.batch is None and per_replica and (not in_fit() or self.coord is not None):
                 self.batch = per_replica * int(getattr(context, "num_replicas_in_sync", 1))
+                if self.coord is not None:  # a ParameterServerStrategy fit reads its dataset inside fit
+                    self.coord.batch_seen(self.batch)
             return dataset
 
         return original(strategy, dataset_fn, *args[1:], **kwargs)
@@ -198,6 +235,11 @@ class Session:
         from perfkit.trainer.worker.loop import LoopPart
 
         self.loop = LoopPart(ctx, self.batch or self.iterated_batch, self.chooser)
+        self._at_end()
+        return True
+
+    def _at_end(self) -> None:
+        """The part is saved when the process ends, with the script's exception if it raised one."""
         # Registered now, after TensorFlow's own exit handlers: ours run first, while TF can still stop a capture.
         atexit.register(self._at_exit)
         previous = sys.excepthook
@@ -207,12 +249,12 @@ class Session:
             previous(kind, value, tb)
 
         sys.excepthook = excepthook
-        return True
 
     def _at_exit(self) -> None:
-        if self.loop is not None:
+        part = self.loop if self.loop is not None else self.coord
+        if part is not None:
             try:
-                self.loop.end(self._exc)
+                part.end(self._exc)
             except Exception as exc:  # noqa: BLE001 - the script's exit status is its own
                 log.warning("perfkit: could not save the custom loop's records: %s: %s", type(exc).__name__, exc)
 
