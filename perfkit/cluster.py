@@ -361,8 +361,8 @@ def check_mode(spec: ClusterSpec, mode: str, min_share: float = 0.1, cores: floa
                 "add a ps task to the cluster" if scheduled else "add ps = 1 to a [[hosts]] table (or --ps P with "
                                                                  "--workers)"))
         if spec.chief is None:
-            raise UsageError(f"{where}: --mode ps needs the chief: " + (
-                "add a chief task to the cluster" if scheduled else "add chief = true to one [[hosts]] table"))
+            raise UsageError(f"{where}: --mode ps needs the chief: add a chief task to the cluster" if scheduled else
+                             f"{where}: --mode ps needs the chief's host: add chief = true to one [[hosts]] table")
     elif spec.is_ps:
         raise UsageError(f"{where}: ps and chief are for --mode ps; --mode {mode} runs workers only")
     if cores is None:

@@ -159,8 +159,10 @@ def _record_plan(run: RunDir, config: dict[str, Any]) -> None:
     recorded anything."""
     plans = [w.get("plan") for w in run.meta.get("workers") or [] if w.get("plan")]
     plan = plans[0] if plans else None
+    # A chief that scheduled steps through ClusterCoordinator trained under ParameterServerStrategy.
+    coordinated = {"strategy": "ParameterServerStrategy"} if plan and plan.get("coordinator") else {}
     try:
-        run.update(config={**config, **plan_config(plan)},
+        run.update(config={**config, **plan_config(plan)}, **coordinated,
                    launch={**run.meta["launch"], "recorded": bool(plans), "steps": steps_source(plan)})
     except OSError as exc:  # a full or read-only results disk, already reported by the run's end if it failed
         log.warning("the launched command's plan is not in run.json: %s", write_error(exc))
@@ -172,7 +174,10 @@ def steps_source(plan: dict[str, Any] | None) -> str | None:
         return None
     fn = plan.get("step_function")
     if not fn:
-        return "Keras fit's batches"
+        return "Keras fit's batches" + (", each run on a worker through ClusterCoordinator" if plan.get("coordinator")
+                                        else "")
     why = {"Strategy.run": "it runs Strategy.run", "--step-function": "named by --step-function",
-           "repeated": "the first tf.function called repeatedly"}.get(str(fn.get("rule")), str(fn.get("rule")))
-    return f"calls of tf.function {fn.get('name')} ({why})"
+           "repeated": "the first tf.function called repeatedly",
+           "scheduled first": "the first function the chief scheduled"}.get(str(fn.get("rule")), str(fn.get("rule")))
+    where = ", each run on a worker through ClusterCoordinator" if plan.get("coordinator") else ""
+    return f"calls of tf.function {fn.get('name')} ({why}){where}"

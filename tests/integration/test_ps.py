@@ -95,6 +95,28 @@ def test_a_killed_parameter_server_fails_the_run_and_is_named(tmp_path: Path) ->
     assert_no_orphans(tmp_path)
 
 
+def test_a_killed_worker_is_named_and_the_run_goes_on_without_it(tmp_path: Path) -> None:
+    """The same policy as a launched script's (trainer/lostworkers.py): TensorFlow's coordinator runs a dead
+    worker's steps on the others."""
+    results = tmp_path / "results"
+    proc = start("run", "--mode", "ps", "--workers", "2", *TINY, "--epochs", "8", "--results-dir", str(results),
+                 "--quiet")
+    try:
+        wait_for_status(results, 3, "epochs_done", 1, proc)
+        worker = json.loads(next(results.glob("*/workers/1/status.json")).read_text())
+        os.kill(worker["pid"], signal.SIGKILL)
+        _, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "worker 1 (" in err and "the run goes on" in err, err[-2000:]
+    m = meta(only_run(results))
+    assert m["status"] == "complete" and m["workers"][1]["died"]["signal"] == "SIGKILL"
+    epochs = pd.read_parquet(only_run(results) / "workers/3/epochs.parquet")
+    assert list(epochs["epoch"]) == list(range(8))
+    assert_no_orphans(tmp_path)
+
+
 @pytest.mark.parametrize(("hosts", "args", "message"), [
     (clusters.host("a", cores=2, workers=2, chief=True), (), "needs at least one parameter server: add ps = 1"),
     (clusters.host("a", cores=2, workers=2, ps=1), (), "needs the chief's host: add chief = true"),

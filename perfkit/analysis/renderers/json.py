@@ -55,6 +55,9 @@ KEYS: dict[str, dict[str, str]] = {
         "min_step_share": "the smallest share", "min_share_worker": "the worker that had it",
         "min_share_vs_even": "min_step_share x workers: 1 when every worker ran as many steps (always so "
         "under a synchronous strategy); below 1, that worker was slower and ran fewer steps (ps)",
+        "workers_died": "ps: workers that died while the run went on (\"1 (SIGKILL)\"); null when none did",
+        "steps_lost": "ps: steps that failed on a dying worker and ran again on another (counted for a launched "
+        "script; null where nothing counted them)",
         "status": "run status (always complete here)", "preset": "workload preset", "data": "dataset and split",
         "workers": "worker processes (1 for single)", "hosts": "hosts in the cluster", "epochs": "epochs recorded",
         "steady_epoch_s": "median epoch time (train + validation, worker 0) over the epochs after the first",
