@@ -161,7 +161,7 @@ class ClusterRecord:
 # Top-level keys with a type; everything else a writer puts in run.json is carried in ``extra``.
 _TEXT = ("run_id", "status", "started", "ended", "error", "mode", "strategy", "preset", "clock")
 _MAPS = ("config", "workload", "data", "part", "profile", "launch", "network", "sampler", "failure", "verifies",
-         "worker_start")
+         "worker_start", "clock_anchor")
 
 
 @dataclass(frozen=True)
@@ -189,6 +189,9 @@ class RunMeta:
     failure: dict[str, Any] = field(default_factory=dict)
     verifies: dict[str, Any] = field(default_factory=dict)  # a --verify run: the prediction it checks
     worker_start: dict[str, Any] = field(default_factory=dict)  # forked from the fork server, or exec'd
+    # The launcher's own anchor (wall_ns, mono_ns): a part whose processes record nothing (a parameter-server
+    # script's servers) still lines up its CPU samples with the other parts by it.
+    clock_anchor: dict[str, Any] = field(default_factory=dict)
     cluster: ClusterRecord = field(default_factory=ClusterRecord)
     workers: tuple[WorkerRecord, ...] = ()
     parts: tuple[str, ...] = ()

@@ -232,10 +232,14 @@ def _checked(record: RunRecord) -> RunRecord:
 
 
 def _clock_offset(meta: RunMeta) -> int | None:
-    """wall - monotonic for this part's machine: the median over its workers' anchors."""
+    """wall - monotonic for this part's machine: the median over its workers' anchors, else its launcher's."""
     offs = sorted(w.anchor_wall_ns - w.anchor_mono_ns for w in meta.workers
                   if w.anchor_wall_ns and w.anchor_mono_ns is not None)
-    return offs[len(offs) // 2] if offs else None
+    if offs:
+        return offs[len(offs) // 2]
+    launcher = meta.clock_anchor  # a part whose processes recorded nothing: its launcher's anchor
+    wall, mono = launcher.get("wall_ns"), launcher.get("mono_ns")
+    return int(wall) - int(mono) if isinstance(wall, int) and isinstance(mono, int) else None
 
 
 def _shift(df: pd.DataFrame, cols: tuple[str, ...], offset: int) -> pd.DataFrame:
@@ -276,7 +280,10 @@ def _merged_meta(metas: list[RunMeta], wall: bool) -> RunMeta:
     if wall:  # every time column is on the wall clock now: each anchor maps it to itself
         workers = {i: replace(w, anchor_mono_ns=w.anchor_wall_ns) if w.anchor_wall_ns else w
                    for i, w in workers.items()}
-    merged = replace(metas[0], workers=tuple(workers[i] for i in sorted(workers)),
+    # The run's config, strategy and plan are those of a part that recorded training: under a parameter-server
+    # script the chief's part alone does (its servers' parts record nothing).
+    lead = next((m for m in metas if m.launch.get("recorded")), metas[0])
+    merged = replace(lead, workers=tuple(workers[i] for i in sorted(workers)),
                      clock="wall" if wall else "monotonic",
                      parts=tuple(str(m.part.get("name")) for m in metas if m.part))
     if len(metas) == 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -308,4 +309,5 @@ def placement_meta(opts: MultiOptions, env: HostEnv) -> dict[str, Any]:
                     "cpu_budget": env.budget_meta()},
         "network": env.sandbox.to_dict(),
         "versions": versions(), "machine": machine_info(), "command_started_wall_ns": command_started_ns(),
+        "clock_anchor": {"wall_ns": time.time_ns(), "mono_ns": time.monotonic_ns()},
     }

@@ -80,6 +80,28 @@ def test_a_script_on_two_hosts_and_its_baseline_come_back_as_one_run(hosts: _ssh
     assert not any(hosts.left().values()), hosts.left()
 
 
+def test_a_parameter_server_script_on_two_hosts_puts_the_chief_and_ps_on_the_first(hosts: _sshhosts.Hosts,
+                                                                                   tmp_path: Path) -> None:
+    script = [sys.executable, str(ROOT / "examples" / "ps_training" / "train.py"), "--epochs", "2",
+              "--steps-per-epoch", "10", "--units", "32"]
+    proc = launch(hosts, tmp_path, "--mode", "ps", "--ps", "1", "--hosts", "east,west", "--run-id", "ps2", *FLAGS,
+                  "--", *script)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    here = tmp_path / "here"
+    east, west = meta(here / "ps2--east"), meta(here / "ps2--west")
+    assert [(w["role"], w["host"]) for w in east["workers"]] == [("worker", "east"), ("ps", "east"), ("chief", "east")]
+    assert [(w["role"], w["host"]) for w in west["workers"]] == [("worker", "west")]
+    assert east["status"] == west["status"] == "complete" and east["strategy"] == "ParameterServerStrategy"
+    analysed = subprocess.run([sys.executable, "-m", "perfkit", "analyze", str(here), "--format", "json", "--no-html"],
+                              capture_output=True, text=True, timeout=300)
+    assert analysed.returncode == 0, analysed.stderr[-2000:]
+    doc = json.loads(analysed.stdout)
+    run = next(r for r in doc["runs"] if r["run_id"] == "ps2")
+    assert run["mode"] == "ps" and run["workers"] == 2 and run["samples"] == 20 * 256
+    assert {w["host"] for w in doc["workers"] if w["run_id"] == "ps2"} == {"east", "west"}
+    assert not any(hosts.left().values()), hosts.left()
+
+
 def test_a_cluster_file_with_ssh_targets_runs_a_custom_loop_into_a_shared_folder(hosts: _sshhosts.Hosts,
                                                                                tmp_path: Path) -> None:
     """No --remote-results-dir: both hosts see the launching host's results folder (one file system), which

@@ -80,3 +80,30 @@ def test_the_tfjob_launch_manifest_runs_a_script_against_its_baseline(tmp_path: 
     doc = json.loads(analysed.stdout)
     run = next(r for r in doc["runs"] if r["run_id"] == "tfjob-launch")
     assert run["workers"] == 2 and run["speedup"] > 0 and doc["baseline"]["run_id"] == "tfjob-launch-single"
+
+
+def test_a_parameter_server_job_of_five_pods_forms_one_run(tmp_path: Path) -> None:
+    """A TFJob with chief, two workers and a ps, each pod `perfkit launch --mode ps --cluster-from tf-config`
+    with the operator's TF_CONFIG: the chief's part carries every worker's steps; analyze merges the parts."""
+    ports = free_ports(4)
+    cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{p}" for p in ports[1:3]],
+               "ps": [f"127.0.0.1:{ports[3]}"]}
+    script = [sys.executable, str(MANIFEST.parents[1] / "ps_training" / "train.py"), "--epochs", "2",
+              "--steps-per-epoch", "10", "--units", "32"]
+    procs = []
+    for kind, index in (("ps", 0), ("worker", 0), ("worker", 1), ("chief", 0)):
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}})}
+        procs.append(subprocess.Popen([*PERFKIT, "launch", "--mode", "ps", "--cluster-from", "tf-config", "--quiet",
+                                       "--run-id", "psjob-1", "--results-dir", str(tmp_path), "--", *script],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], [e[-2000:] for _, e in outs]
+    parts = {p.name: meta(p) for p in tmp_path.iterdir() if (p / "run.json").is_file()}
+    assert set(parts) == {f"psjob-1--w{i}" for i in range(4)}  # workers 0-1, then the ps, then the chief
+    assert parts["psjob-1--w3"]["strategy"] == "ParameterServerStrategy"
+    analysed = _perfkit("analyze", str(tmp_path), "--format", "json", "--no-html")
+    assert analysed.returncode == 0, analysed.stderr[-2000:]
+    a = json.loads(analysed.stdout)
+    run = a["runs"][0]
+    assert run["run_id"] == "psjob-1" and run["mode"] == "ps" and run["workers"] == 2 and run["samples"] == 20 * 256
+    assert sorted(w["worker"] for w in a["workers"]) == [0, 1]
