@@ -42,6 +42,7 @@ DEFAULT_TIMEOUT_S = {"unit": 120, "integration": 600}
 LONGEST_FIRST = (
     "test_faults.py", "test_bench_smoke.py", "test_bench_clusters.py", "test_multi_run.py", "test_isolation.py",
     "test_compare.py", "test_tune.py", "test_workloads.py", "test_launch_unmodified.py", "test_ssh_hosts.py",
+    "test_launch_ps.py",
     "test_slurm.py",
     "test_ps.py", "test_faults_disk.py",
 )

@@ -8,9 +8,15 @@ trains, either with Keras ``fit`` (``--loop fit``, the default) or with a custom
 on whichever worker is free through ``ClusterCoordinator.schedule`` and joins at each epoch's end
 (``--loop custom``). The data are generated (a noisy linear rule over 16 features), so nothing is downloaded.
 
-    perfkit launch --mode ps --workers 1 --ps 1 -- python examples/ps_training/train.py   # the baseline
+    perfkit launch --mode ps --workers 1 --ps 1 -- python examples/ps_training/train.py   # a baseline
     perfkit launch --mode ps --workers 2 --ps 1 -- python examples/ps_training/train.py
     perfkit launch --mode ps --workers 2 -- python examples/ps_training/train.py --loop custom
+
+With no ps task in TF_CONFIG the same Keras fit trains synchronously (MultiWorkerMirroredStrategy), and without
+TF_CONFIG alone, so that asynchronous training can be set against both:
+
+    perfkit launch --mode single -- python examples/ps_training/train.py                  # the baseline
+    perfkit launch --workers 2 -- python examples/ps_training/train.py
 
 The chief prints one line per epoch, timed by the script itself, and the steps it trained:
 
@@ -151,6 +157,15 @@ def main() -> None:
     args = ap.parse_args()
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if not resolver.cluster_spec().as_dict().get("ps"):
+        # No parameter servers: the same model trained synchronously (MultiWorkerMirroredStrategy, each worker
+        # a share of the global batch) or, without TF_CONFIG, alone: what asynchronous training is compared with.
+        if args.loop != "fit":
+            sys.exit("--loop custom schedules steps through ClusterCoordinator: it needs ps tasks in TF_CONFIG")
+        alone = not resolver.cluster_spec().as_dict()
+        strategy = tf.distribute.get_strategy() if alone else tf.distribute.MultiWorkerMirroredStrategy()
+        print(f"trained {train_fit(strategy, args)} steps", flush=True)
+        return
     if resolver.task_type in ("worker", "ps"):
         serve(resolver)
         return

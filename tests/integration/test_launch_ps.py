@@ -98,6 +98,24 @@ def test_analyze_gives_throughput_against_the_one_worker_baseline_and_every_task
     assert any("Asynchronous training (2 workers, 1 parameter server)" in line for line in a["verdict"])
 
 
+def test_the_same_script_without_ps_tasks_trains_synchronously_and_is_set_against_async(runs: Runs) -> None:
+    """Without ps tasks in TF_CONFIG the example's fit runs under MultiWorkerMirroredStrategy, and without
+    TF_CONFIG alone: the single-mode run becomes the baseline and the strategies table holds all three."""
+    results = runs.fit.parent
+    for mode in (("--mode", "single"), ("--workers", "2")):
+        proc = perfkit("launch", *mode, "--no-profile", "--results-dir", str(results), "--quiet", "--",
+                       sys.executable, str(SCRIPT), *ARGS)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    out = perfkit("analyze", "--results-dir", str(results), "--format", "json", "--no-html")
+    assert out.returncode == 0, out.stderr[-3000:]
+    a = json.loads(out.stdout)
+    assert a["baseline"]["chosen"].startswith("latest complete single-mode run")
+    modes = {m["mode"]: m for m in a["modes"]}
+    assert set(modes) == {"single", "multi", "ps"} and modes["multi"]["workers"] == 2
+    assert modes["ps"]["epoch_ratio_vs_multi"] > 0
+    assert any(line.startswith("Synchronous against asynchronous training") for line in a["verdict"])
+
+
 def _pid_of(results: Path, role: str, index: int) -> int:
     """A task's process: the launcher's record of its pid is in launch.json's workers (its TF_CONFIG role)."""
     import psutil
