@@ -12,6 +12,8 @@ from typing import Any
 
 import psutil
 
+from perfkit._tf import legacy_switch
+
 
 def hostname() -> str:
     return socket.gethostname()
@@ -51,7 +53,8 @@ def versions() -> dict[str, Any]:
     return {
         "perfkit": _version("perfkit"),
         "tensorflow": _version("tensorflow") or _version("tensorflow-cpu"),
-        "keras": _version("tf-keras") or _version("tf_keras"),
+        # the Keras perfkit's runs train with: tf-keras from TensorFlow 2.16 on, before it TensorFlow's own Keras 2
+        "keras": (_version("tf-keras") or _version("tf_keras")) if legacy_switch() else _version("keras"),
         "python": sys.version.split()[0],
     }
 

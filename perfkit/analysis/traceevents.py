@@ -169,8 +169,13 @@ def _aligned(captures: tuple[tuple[int, xplane.CaptureEvents], ...], steps: pd.D
         if "attempt" in own.columns and not own.empty:
             own = own[own["attempt"] == own["attempt"].max()]
         joined = marks.merge(own[["epoch", "step", "t_start_ns"]], on=["epoch", "step"])
+        relative = not ev.empty and int(ev["start_ns"].min()) < _WALL_2001  # no profile_start_time (TF 2.16 writes none)
         if joined.empty:
-            out.append((worker, capture))
+            if relative:
+                notes.append(f"worker {worker}: traced window left out: its capture records no wall-clock start "
+                             f"and no step marker to place it by")
+            else:
+                out.append((worker, capture))
             continue
         offset = int(np.median(joined["t_start_ns"].to_numpy("int64") - joined["start_ns"].to_numpy("int64")))
         if abs(offset) <= ALIGN_BEYOND_NS:
@@ -178,7 +183,9 @@ def _aligned(captures: tuple[tuple[int, xplane.CaptureEvents], ...], steps: pd.D
             continue
         moved = ev.assign(start_ns=ev["start_ns"] + offset, end_ns=ev["end_ns"] + offset)
         out.append((worker, replace(capture, events=moved)))
-        notes.append(f"worker {worker}: its capture's clock was {offset / 1e6:+.1f} ms off its step records; "
+        notes.append(f"worker {worker}: its capture records no wall-clock start (this TensorFlow writes none); "
+                     f"placed by its {len(joined)} step markers" if relative else
+                     f"worker {worker}: its capture's clock was {offset / 1e6:+.1f} ms off its step records; "
                      f"placed by its {len(joined)} step markers")
     return tuple(out), notes
 
@@ -199,10 +206,7 @@ def _captures(path: Path, meta: RunMeta) -> tuple[tuple[tuple[int, xplane.Captur
         except xplane.XPlaneError as exc:
             notes.append(f"worker {k}: traced window left out: {exc}")
             continue
-        if not capture.events.empty and int(capture.events["start_ns"].min()) < _WALL_2001:
-            notes.append(f"worker {k}: traced window left out: its capture records no wall-clock start")
-            continue
-        out.append((int(k), capture))
+        out.append((int(k), capture))  # one without a wall-clock start is placed by its markers (_aligned)
     return tuple(out), notes
 
 

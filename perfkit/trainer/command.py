@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit._atomic import write_error
+from perfkit._tf import legacy_switch
 from perfkit._started import begin_run
 from perfkit.cluster import ClusterSpec
 from perfkit.config import Mode, sanitize_id
@@ -84,8 +85,10 @@ class UserCommand:
             # A ParameterServerStrategy server with one inter-op thread hangs on the first step it is sent
             # (docs/ps-mode.md): two at least, in every task of such a cluster.
             env["TF_NUM_INTEROP_THREADS"] = str(2 if cluster.is_ps else max(1, min(2, placement.threads)))
-        # MultiWorkerMirroredStrategy needs tf-keras (keras-team/keras#20585); a user's own setting wins.
-        env.setdefault("TF_USE_LEGACY_KERAS", "1")
+        # MultiWorkerMirroredStrategy needs tf-keras (keras-team/keras#20585); a user's own setting wins. Before
+        # TensorFlow 2.16 tf.keras is Keras 2 already and the switch means nothing: not set.
+        if legacy_switch():
+            env.setdefault("TF_USE_LEGACY_KERAS", "1")
         if self.auto_record:
             env[AUTO_VAR] = "1"
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(STARTUP_DIR), env.get("PYTHONPATH")) if p)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit import schedulers
+from perfkit._tf import check_supported
 from perfkit.cluster import UNKNOWN_CORES, ClusterSpec, check_mode, load_cluster, local_cluster
 from perfkit.config import KNOB_FLAGS, Knobs, Mode, RunConfig
 from perfkit.errors import UsageError
@@ -39,6 +40,7 @@ def for_mode(cfg: RunConfig, mode: Mode, *, workers: int | None, cluster: Path |
              allow_unenforced: bool, profile_steps: str) -> tuple[RunConfig, MultiOptions | None]:
     """``perfkit run``'s configuration and cluster for ``mode`` (no cluster in single mode), every flag
     checked against the mode."""
+    check_supported()
     cfg.knobs.check_mode(mode.value)  # a knob this strategy has no such setting for: said, not ignored
     check_knobs(cfg.knobs, [mode.value])
     if mode is not Mode.ps and ps is not None:
@@ -105,6 +107,7 @@ def launch_options(command: list[str], mode: Mode, *, workers: int | None, clust
     """``perfkit launch``'s options: the command (its program found now), and the workers it runs as: all of
     them, or with ``host`` / ``task_index`` this host's part of ``cluster`` (or of ``cluster_spec``, the
     cluster a launching host sent over SSH)."""
+    check_supported()
     check_launch_flags(mode, sample_interval, auto_record, step_function)
     if mode is not Mode.ps and ps is not None:
         raise UsageError("--ps: only with --mode ps")

@@ -49,3 +49,15 @@ def test_readme_test_command_is_ci_s() -> None:
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
     for line in (INSTALL, TEST):
         assert line in ci, f".ci/run has no line `{line}`: CI must run the README's test command"
+
+
+def test_readme_oldest_tensorflow_command_is_ci_s() -> None:
+    """The second test command (the oldest supported TensorFlow) is run by CI as the README writes it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    oldest = [line.strip() for line in readme.splitlines() if line.startswith("python3 -m venv .venv-oldest")]
+    assert len(oldest) == 1, "README.md has no single .venv-oldest test command"
+    from perfkit._tf import SUPPORTED
+
+    assert f'"tensorflow=={SUPPORTED[0][0]}.{SUPPORTED[0][1]}.' in oldest[0], "the oldest supported TensorFlow"
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert oldest[0] in ci, ".ci/run must run the README's oldest-TensorFlow command as written"

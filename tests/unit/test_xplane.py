@@ -127,3 +127,16 @@ def test_recorded_capture_reports_the_overlap_it_took_out(captures: dict[int, Pa
     steps = xplane.parse(captures[0]).steps
     np.testing.assert_allclose(steps["collective_s"] + steps["overlap_s"], steps["collective_total_s"], rtol=1e-9)
     assert (steps["collective_total_s"] >= steps["collective_s"]).all()
+
+
+def test_a_capture_written_by_the_oldest_supported_tensorflow_parses_under_this_one(tmp_path: Path) -> None:
+    """TensorFlow 2.15 wrote this capture (examples/keras_fit on 2 workers, worker 0): no profile_start_time,
+    times relative to its start. The same schema parses it: its steps split, its markers numbered."""
+    path = tmp_path / "tf215-w0.xplane.pb"
+    path.write_bytes(gzip.decompress((DATA / "tf215-2w-w0.xplane.pb.gz").read_bytes()))
+    trace = xplane.parse(path)
+    assert len(trace.steps) >= 5 and (trace.steps["step_s"] > 0).all()
+    assert (trace.steps["collective_s"] > 0).all(), "MultiWorkerMirroredStrategy's all-reduce in every step"
+    events = xplane.capture_events(path).events
+    assert int(events["start_ns"].min()) < 10**18  # relative: placed by its step markers when exported
+    assert (events["epoch"] >= 0).sum() == len(trace.steps)

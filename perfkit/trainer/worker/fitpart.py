@@ -84,7 +84,7 @@ class WorkerPart:
         self.ctx, self.steplog, self.global_batch = ctx, steplog, global_batch
         self.base = callback_base
         # Keras 3 puts no "train" marker around its steps (tf-keras does): the trace window adds it.
-        self.keras3 = callback_base is not None and not callback_base.__module__.startswith("tf_keras")
+        self.keras3 = callback_base is not None and keras_major(callback_base) >= 3
         self.ended = False
         self.run_dir: Path = ctx.run_dir
         wdir = self.run_dir / "workers" / str(ctx.index)
@@ -177,6 +177,19 @@ class WorkerPart:
         return {"index": self.ctx.index, "host": self.ctx.host, "pid": os.getpid(), "role": "trainer",
                 "anchor_wall_ns": self.steplog.anchor.wall_ns, "anchor_mono_ns": self.steplog.anchor.mono_ns,
                 "state": st.get("state"), "profile": st.get("profile"), "plan": self.plan}
+
+
+def keras_major(callback_base: type) -> int:
+    """The major version of the Keras a Callback class belongs to: tf-keras and the Keras inside TensorFlow
+    2.15 are 2 (they mark each step for the trace themselves), Keras 3 is 3."""
+    import sys
+
+    root = callback_base.__module__.split(".")[0]
+    version = str(getattr(sys.modules.get(root), "__version__", "3" if root == "keras" else "2"))
+    try:
+        return int(version.split(".")[0])
+    except ValueError:
+        return 3
 
 
 def _window_callback(part: WorkerPart) -> Any:

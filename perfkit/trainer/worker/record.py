@@ -44,10 +44,11 @@ def check_keras() -> None:
         prepare_env()
         return
     model_class = getattr(getattr(sys.modules["tensorflow"], "keras", None), "Model", None)
-    if str(getattr(model_class, "__module__", "")).startswith("tf_keras"):
+    module = str(getattr(model_class, "__module__", ""))
+    keras = sys.modules.get(module.split(".")[0] or "keras")
+    version = str(getattr(keras, "__version__", "unknown"))
+    if module.startswith("tf_keras") or version.startswith("2."):  # tf-keras, or TensorFlow 2.15's own Keras 2
         return
-    keras = sys.modules.get("keras")
-    version = getattr(keras, "__version__", "unknown")
     raise UsageError(f"perfkit.record: this process imported TensorFlow with Keras {version}, not tf-keras; "
                      f"perfkit records tf-keras models: set TF_USE_LEGACY_KERAS=1 before importing tensorflow "
                      f"(perfkit launch sets it) and pip install tf-keras")
