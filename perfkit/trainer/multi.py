@@ -29,7 +29,8 @@ from perfkit.profiler.tracewindow import finish_traces
 from perfkit.results import RUN_FILE, RunDir, new_run_id
 from perfkit.trainer.hosts.hostenv import HostEnv
 from perfkit.trainer.forkserver import WorkerStart, start_fork_server
-from perfkit.trainer.processes import Failure, Launcher, write_launch_file
+from perfkit.trainer.faultnaming import Failure
+from perfkit.trainer.processes import Launcher, write_launch_file
 from perfkit.trainer.supervise import raise_for, supervise
 
 log = logging.getLogger(__name__)

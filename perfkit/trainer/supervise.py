@@ -8,7 +8,8 @@ from typing import Any
 
 from perfkit.errors import RunFailed, RunInterrupted
 from perfkit.results import RunDir
-from perfkit.trainer.processes import Failure, Launcher
+from perfkit.trainer.faultnaming import Failure
+from perfkit.trainer.processes import Launcher
 
 
 def profiler_crash(failure: Failure) -> bool:

@@ -14,7 +14,8 @@ from perfkit.events import NullObserver
 from perfkit.profiler.sampler import Sampler
 from perfkit.results import RunDir
 from perfkit.trainer.hosts.cpubudget import Placement
-from perfkit.trainer.processes import Failure, Launcher
+from perfkit.trainer.faultnaming import Failure
+from perfkit.trainer.processes import Launcher
 from perfkit.trainer.supervise import profiler_crash, supervise
 
 
@@ -227,7 +228,7 @@ def test_max_restarts_restarts_after_a_hang_as_after_a_death() -> None:
 
 
 def test_a_peers_silence_is_a_consequence_whatever_error_tensorflow_names_it() -> None:
-    from perfkit.trainer.processes import is_consequence
+    from perfkit.trainer.faultnaming import is_consequence
 
     # a cut link: the coordination service's heartbeat RPC timed out (faults bench, CI 2026-12-03)
     assert is_consequence("DeadlineExceededError: Graph execution error:")

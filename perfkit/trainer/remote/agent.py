@@ -226,7 +226,7 @@ class Relay(NullObserver):
             meta = json.loads((run_dir / "run.json").read_text())
         except (OSError, ValueError):
             return
-        from perfkit.trainer.processes import is_consequence
+        from perfkit.trainer.faultnaming import is_consequence
 
         failure = meta.get("failure") or {}
         # A worker that died of a peer's silence (UnavailableError...) did not cause the failure: where that peer

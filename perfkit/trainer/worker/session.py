@@ -202,10 +202,13 @@ class Session:
         def dataset_fn(context: Any) -> Any:
             dataset = make(context)
             per_replica = dataset_batch(dataset)
+            replicas = int(getattr(context, "num_replicas_in_sync", 1))
             if self.batch is None and per_replica and (not in_fit() or self.coord is not None):
-                self.batch = per_replica * int(getattr(context, "num_replicas_in_sync", 1))
+                self.batch = per_replica * replicas
                 if self.coord is not None:  # a ParameterServerStrategy fit reads its dataset inside fit
                     self.coord.batch_seen(self.batch)
+            elif per_replica and in_fit() and self.fit is not None:  # fit given a DatasetCreator: read here
+                self.fit.fit_given(per_replica * replicas)
             return dataset
 
         return original(strategy, dataset_fn, *args[1:], **kwargs)
