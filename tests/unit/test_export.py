@@ -191,12 +191,17 @@ def test_a_capture_whose_clock_is_off_is_placed_by_its_step_markers(tmp_path: Pa
     shifted = {**meta["workers"][0], "anchor_wall_ns": meta["workers"][0]["anchor_wall_ns"] + 22_000_000}
     set_meta(parts[1], workers=[shifted])
     path, line = _export(tmp_path, RID, capsys)
+    _assert_markers_on_their_steps(path, abs_us=0.002)
+    assert "worker 1: its capture's clock was +22.0 ms off its step records; placed by its 2 step markers" in line
+
+
+def _assert_markers_on_their_steps(path: Path, abs_us: float) -> None:
+    """Each worker's step (1, 2) marker starts where its recorded step does, within ``abs_us`` microseconds."""
     events = check_format(read_trace(path))
     for pid, (w, _) in worker_pids(events).items():
         markers = {(e["args"]["epoch"], e["args"]["step"]): e for e in of(events, "X", "step_marker", pid)}
         steps = {(e["args"]["epoch"], e["args"]["step"]): e for e in of(events, "X", "step", pid)}
-        assert markers[1, 2]["ts"] == pytest.approx(steps[1, 2]["ts"], abs=0.002), w
-    assert "worker 1: its capture's clock was +22.0 ms off its step records; placed by its 2 step markers" in line
+        assert markers[1, 2]["ts"] == pytest.approx(steps[1, 2]["ts"], abs=abs_us), w
 
 
 @pytest.mark.tf
@@ -215,12 +220,7 @@ def test_a_capture_without_a_wall_clock_start_is_placed_by_its_step_markers(
         pb.write_bytes(space.SerializeToString())
         assert int(xplane.capture_events(pb).events["start_ns"].min()) < 10**18  # relative now
     path, line = _export(tmp_path, RID, capsys)
-    events = check_format(read_trace(path))
-    for pid, (w, _) in worker_pids(events).items():
-        markers = {(e["args"]["epoch"], e["args"]["step"]): e for e in of(events, "X", "step_marker", pid)}
-        steps = {(e["args"]["epoch"], e["args"]["step"]): e for e in of(events, "X", "step", pid)}
-        # placed by the median over its markers, each of which opens some tens of us before its step
-        assert markers[1, 2]["ts"] == pytest.approx(steps[1, 2]["ts"], abs=0.1), w
+    _assert_markers_on_their_steps(path, abs_us=0.1)  # placed by the median over markers some us apart
     assert "worker 0: its capture records no wall-clock start (this TensorFlow writes none); placed by its 2 step " \
            "markers" in line
 
