@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.errors import ResultsError
-from perfkit.results import load_meta, write_json
+from perfkit.results import RunRecord, load_meta, write_json
 
 SWEEP_FILE = "sweep.json"
 BASELINE = "baseline"  # a run's role: the single-mode baseline
@@ -45,7 +45,8 @@ WORKERS = "workers"  # the way of a sweep recorded before --ways: N MultiWorkerM
 RUN_COLUMNS = ["run_id", "round", "role", "way", "workers", "global_batch", "per_worker_batch", "steps",
                "steady_epoch_s", "train_s", "val_s", "epoch_samples", "step_s", "compute_s", "transfer_s", "wait_s",
                "input_s", "split_source", "cpu_s_per_1k_samples", "rss_peak_max_bytes", "replicas_per_process",
-               "processes", "memory_per_replica_bytes", "sync_s", "rate", "speedup"]
+               "processes", "memory_per_replica_bytes", "sync_s", "rate", "speedup", "clean_step_s", "clean_step_cv",
+               "clean_val_s", "val_steps", "machine_cores", "worker_cores", "other_cores"]
 POINT_COLUMNS = ["point", "way", "workers", "runs", "speedup", "speedup_lo", "speedup_hi", "speedup_sd", "efficiency",
                  "efficiency_lo", "efficiency_hi", "ideal_speedup", "steady_epoch_s", "step_s", "compute_s",
                  "transfer_s", "wait_s", "input_s", "cpu_s_per_1k_samples", "rss_peak_max_bytes", "processes",
@@ -205,6 +206,7 @@ def _is_reference(run: SweepRun, record: SweepRecord) -> bool:
 
 
 def _run_row(run: SweepRun, a: Any, results_dir: Path) -> dict[str, Any]:
+    from perfkit.analysis.scaling_measure import steady_run
     from perfkit.analysis.scaling_ways import way_figures
 
     row = a.runs.set_index("run_id").loc[run.run_id]
@@ -221,13 +223,17 @@ def _run_row(run: SweepRun, a: Any, results_dir: Path) -> dict[str, Any]:
     epoch_s = float(row["steady_epoch_s"])
     rate = samples / epoch_s if samples > 0 else 1.0 / epoch_s
     way = run.kind if run.role == POINT else None
+    clean = steady_run(RunRecord.load(results_dir / run.run_id))
     per_worker = gb if way == "ps" else gb / run.workers  # a ps worker takes a whole batch a step
     return {"run_id": run.run_id, "round": run.round, "role": run.role, "way": way, "workers": run.workers,
             "global_batch": gb, "per_worker_batch": per_worker if run.role == POINT else gb, "steps": steps,
             "steady_epoch_s": epoch_s, "train_s": train_s, "val_s": val_s, "epoch_samples": samples,
             "step_s": step_s, **_split(a, run, step_s), "cpu_s_per_1k_samples": float(row["cpu_s_per_1k_samples"]),
             "rss_peak_max_bytes": float(row["rss_peak_max_bytes"]),
-            **way_figures(a, run.run_id, meta, way, run.workers), "rate": rate, "speedup": math.nan}
+            **way_figures(a, run.run_id, meta, way, run.workers), "rate": rate, "speedup": math.nan,
+            "clean_step_s": clean.step_s, "clean_step_cv": clean.step_cv, "clean_val_s": clean.val_s,
+            "val_steps": plan.get("validation_steps"), "machine_cores": clean.machine_cores,
+            "worker_cores": clean.worker_cores, "other_cores": clean.other_cores}
 
 
 def _split(a: Any, run: SweepRun, step_s: float) -> dict[str, Any]:

@@ -1,127 +1,61 @@
-"""The scaling forecast: a step-time model fitted to a sweep's measured points, predicting other counts.
+"""The scaling forecast: the step-time model (``scaling_model``) fitted to a sweep's measured points, the
+epoch it predicts at other counts, and how sure it can be (docs/scaling.md, "The forecast").
 
-The model (docs/scaling.md), for N workers, x = per-worker batch / the batch of one worker (strong scaling:
-1/N; weak: 1) and G the gradient in MB (the model's parameters x 4 bytes):
+What is fitted and checked is the training as it runs unobserved (``scaling_measure``): the steady step
+without perfkit's trace window or a restart's first step, and the validation, so that a count is not
+forecast with the cost of a fault one run of it met.
 
-    step(N)  = compute(N) + transfer(N) + wait(N)
-    compute  = c0 + c1 * x                              (the worker's share of the batch; input folded in)
-    transfer = beta * 2(N-1)/N * G + lam * (N-1)        (ring all-reduce: bytes each worker sends, and one
-                                                         latency per extra worker)
-    wait     = omega * sqrt(2 ln N)                     (the slowest of N workers: the expected maximum of
-                                                         N equal noisy step times grows as sqrt(2 ln N))
-    epoch(N) = steps(N) * step(N) + v0 + v1 * x         (validation shared the same way)
-
-Each term is fitted to its own measured column (the per-step split of each run), least squares, beta, lam
-and omega held >= 0. The interval: the predictions of the same model fitted to each round of the sweep on
-its own (the repeats' spread), widened by twice the full fit's relative RMS error on the measured epochs.
+The interval claims 90% and is built from error out of sample: each measured count is left out in turn,
+the model fitted to the others predicts its epoch, and the log errors of those predictions, with the
+repeats' own spread (pooled log sd of single runs), give sigma; the half-width is t(0.95, k-1) x sigma for
+k counts left out (Student's t: three counts give two degrees of freedom, so the interval stays wide
+until the points have shown they can be predicted). A forecast is marked as not supported, and given no
+interval, where the sweep ran fewer than three counts (no count can be left out and still leave two to
+fit) or beyond twice its largest count (no count left out tested a step that long).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-FORECAST_COLUMNS = ["workers", "measured", "steps", "step_s", "compute_s", "transfer_s", "wait_s",
+from perfkit.analysis.scaling_model import Machine, StepModel, fit, machine_of
+
+FORECAST_COLUMNS = ["workers", "measured", "steps", "step_s", "compute_s", "transfer_s", "wait_s", "val_s",
                     "steady_epoch_s", "epoch_lo_s", "epoch_hi_s", "measured_epoch_s", "error", "speedup",
-                    "speedup_lo", "speedup_hi", "efficiency"]
+                    "speedup_lo", "speedup_hi", "efficiency", "supported", "support_note"]
 TERM_COLUMNS = ["term", "formula", "value", "unit"]
-Z = 2.0  # the residual band: +- this many relative RMS errors
-
-
-@dataclass(frozen=True)
-class StepModel:
-    c0: float
-    c1: float
-    beta: float
-    lam: float
-    omega: float
-    v0: float
-    v1: float
-    grad_mb: float
-    strong: bool
-
-    def x(self, n: int) -> float:
-        return 1.0 / n if self.strong else 1.0
-
-    def terms(self, n: int) -> dict[str, float]:
-        x = self.x(n)
-        return {"compute_s": self.c0 + self.c1 * x,
-                "transfer_s": self.beta * 2 * (n - 1) / n * self.grad_mb + self.lam * (n - 1),
-                "wait_s": self.omega * math.sqrt(2 * math.log(n)) if n > 1 else 0.0}
-
-    def epoch(self, n: int, steps: float) -> float:
-        return steps * sum(self.terms(n).values()) + self.v0 + self.v1 * self.x(n)
-
-
-def lstsq(a: np.ndarray, y: np.ndarray, nonneg: Sequence[int] = ()) -> np.ndarray:
-    """Least squares, the columns in ``nonneg`` held >= 0 (every subset of free columns tried: the model has
-    at most two, so this is exact and small)."""
-    n = a.shape[1]
-    best, best_sse = np.zeros(n), math.inf
-    for mask in range(1 << n):
-        cols = [j for j in range(n) if mask >> j & 1]
-        coef = np.zeros(n)
-        if cols:
-            coef[cols] = np.linalg.lstsq(a[:, cols], y, rcond=None)[0]
-        if any(coef[j] < 0 for j in nonneg):
-            continue
-        sse = float(np.sum((a @ coef - y) ** 2))
-        if sse < best_sse - 1e-15:
-            best, best_sse = coef, sse
-    return best
-
-
-def fit(points: pd.DataFrame, grad_mb: float, strong: bool) -> StepModel | None:
-    """The model fitted to the runs in ``points`` (RUN_COLUMNS rows of worker counts); None when they hold
-    fewer than two counts with a compute term."""
-    p = points[np.isfinite(points["compute_s"].astype(float))]
-    if p["workers"].nunique() < 2:
-        return None
-    n = p["workers"].astype(float).to_numpy()
-    x = 1 / n if strong else np.ones_like(n)
-    one = np.ones_like(n)
-    # Every term >= 0: compute shrinks with the worker's share of the batch (the model), and a machine whose
-    # steps slow down with more workers shows as the fit's error, not as a negative cost per sample.
-    c0, c1 = lstsq(np.column_stack([one, x]), p["compute_s"].astype(float).to_numpy(), nonneg=(0, 1))
-    t = p[np.isfinite(p["transfer_s"].astype(float))]
-    nt = t["workers"].astype(float).to_numpy()
-    beta, lam = lstsq(np.column_stack([2 * (nt - 1) / nt * grad_mb, nt - 1]), t["transfer_s"].astype(float).to_numpy(),
-                      nonneg=(0, 1)) if len(t) else (0.0, 0.0)
-    w = p[np.isfinite(p["wait_s"].astype(float))]
-    nw = w["workers"].astype(float).to_numpy()
-    (omega,) = lstsq(np.sqrt(2 * np.log(nw))[:, None], w["wait_s"].astype(float).to_numpy(), nonneg=(0,)) \
-        if len(w) else (0.0,)
-    v = p[np.isfinite(p["val_s"].astype(float))]
-    nv = v["workers"].astype(float).to_numpy()
-    v0, v1 = lstsq(np.column_stack([np.ones_like(nv), 1 / nv if strong else np.ones_like(nv)]),
-                   v["val_s"].astype(float).to_numpy(), nonneg=(0, 1)) if len(v) else (0.0, 0.0)
-    return StepModel(*(float(c) for c in (c0, c1, beta, lam, omega, v0, v1)), grad_mb=grad_mb, strong=strong)
+LOO_COLUMNS = ["workers", "fitted_on", "predicted_epoch_s", "measured_epoch_s", "error"]
+LEVEL = 0.90
+REACH = 2.0  # a forecast beyond this many times the largest count run is not supported
+# Student's t, two-sided 90% (the 0.95 quantile), by degrees of freedom; written out rather than taking
+# SciPy as a dependency for ten numbers. Beyond the table: the normal quantile.
+T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812}
+Z90 = 1.645
 
 
 def forecast(runs: pd.DataFrame, record: Any, targets: Sequence[int]) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """FORECAST_COLUMNS for ``targets``, TERM_COLUMNS of the fitted model, and notes."""
-    points = workers_way(runs)
-    strong = record.scaling == "strong"
-    grad_mb = (record.gradient_bytes or 0) / 1e6
-    notes = [] if grad_mb > 0 else ["gradient size unknown (no run recorded the model's parameters): the "
-                                    "all-reduce bandwidth term is per 1 MB"]
-    model = fit(points, grad_mb or 1.0, strong) if not points.empty else None
+    points = fit_points(workers_way(runs))
+    strong, notes = record.scaling == "strong", []
+    fitted = _fitter(strong, record.cores_per_worker, _val_steps(points, strong))
+    model = fitted(points) if not points.empty else None
     if model is None:
         return (pd.DataFrame(columns=FORECAST_COLUMNS), pd.DataFrame(columns=TERM_COLUMNS),
                 notes + ["no forecast: it needs complete runs of at least two worker counts"])
-    if points["workers"].nunique() < 3:
-        notes.append("forecast from two worker counts: each term's fit has no spare point, so its interval holds "
-                     "only the repeats' spread and the fit's error; run three or more counts to test the model")
-    per_round = [m for _, g in points.groupby("round") for m in [fit(g, grad_mb or 1.0, strong)] if m is not None]
-    rms = _relative_rms(model, points)
+    held = leave_one_out(points, fitted)
+    sigma, spread = _sigma(held, points)
+    counts = sorted(int(n) for n in points["workers"].unique())
+    if len(counts) < 3:
+        notes.append("forecast from two worker counts: no count can be left out to test the model, so no "
+                     "interval is given; run three or more counts")
     ref_rate = _reference_rate(runs)
-    rows = [_row(model, per_round, rms, points, n, record, ref_rate) for n in targets]
-    return pd.DataFrame(rows, columns=FORECAST_COLUMNS), term_table(model, rms, len(per_round)), notes
+    rows = [_row(model, sigma, len(held), points, n, record, ref_rate, counts) for n in targets]
+    return (pd.DataFrame(rows, columns=FORECAST_COLUMNS), term_table(model, held, sigma, spread), notes)
 
 
 def workers_way(runs: pd.DataFrame) -> pd.DataFrame:
@@ -131,6 +65,75 @@ def workers_way(runs: pd.DataFrame) -> pd.DataFrame:
         return runs
     way = runs["way"] if "way" in runs else pd.Series("workers", index=runs.index)
     return runs[(runs["role"] == "workers") & (way.isna() | (way == "workers"))]
+
+
+def fit_points(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with the columns the model is fitted to: the clean step shared out as the run's split
+    shares its step (fit_compute_s, fit_transfer_s, fit_wait_s; input folded into compute) and the clean
+    epoch (steps x clean step + validation)."""
+    p = runs.copy()
+    if p.empty:
+        return p.assign(fit_compute_s=[], fit_transfer_s=[], fit_wait_s=[], clean_epoch_s=[])
+    step = p["step_s"].astype(float)
+    for term in ("transfer_s", "wait_s"):
+        p[f"fit_{term}"] = p[term].astype(float) / step * p["clean_step_s"].astype(float)
+    p["fit_compute_s"] = p["clean_step_s"].astype(float) - p["fit_transfer_s"] - p["fit_wait_s"]
+    p["clean_epoch_s"] = p["steps"].astype(float) * p["clean_step_s"].astype(float) + p["clean_val_s"].astype(float)
+    return p
+
+
+def _fitter(strong: bool, cores_per_worker: float | None, val_steps: int) -> Any:
+    def fitted(points: pd.DataFrame) -> StepModel | None:
+        return fit(points, strong, machine_of(points, cores_per_worker), val_steps)
+    return fitted
+
+
+def _val_steps(points: pd.DataFrame, strong: bool) -> int:
+    """Validation steps an epoch at one worker's batch (weak scaling: a count's steps x the count)."""
+    if "val_steps" not in points:
+        return 0
+    v = points["val_steps"].astype(float) * (1 if strong else points["workers"].astype(float))
+    return int(v.dropna().max()) if v.notna().any() else 0
+
+
+def leave_one_out(points: pd.DataFrame, fitted: Any) -> pd.DataFrame:
+    """LOO_COLUMNS: each measured count predicted by the model fitted to the other counts (where at least
+    two are left), against the mean clean epoch of its runs."""
+    rows = []
+    known = points[np.isfinite(points["clean_epoch_s"].astype(float))]
+    for n in sorted(int(k) for k in known["workers"].unique()):
+        rest = points[points["workers"] != n]
+        model = fitted(rest) if rest["workers"].nunique() >= 2 else None
+        if model is None:
+            continue
+        mine = known[known["workers"] == n]
+        pred = model.epoch(n, float(mine["steps"].astype(float).mean()))
+        meas = float(mine["clean_epoch_s"].astype(float).mean())
+        rows.append({"workers": n, "fitted_on": ", ".join(str(int(k)) for k in sorted(rest["workers"].unique())),
+                     "predicted_epoch_s": pred, "measured_epoch_s": meas,
+                     "error": meas / pred - 1 if pred > 0 else math.nan})
+    return pd.DataFrame(rows, columns=LOO_COLUMNS)
+
+
+def _sigma(held: pd.DataFrame, points: pd.DataFrame) -> tuple[float, float]:
+    """(sigma, the repeats' spread): the log errors out of sample with the pooled log sd of single runs."""
+    logs = np.log1p(held["error"].astype(float).dropna().to_numpy())
+    e = points[np.isfinite(points["clean_epoch_s"].astype(float)) & (points["clean_epoch_s"].astype(float) > 0)]
+    g = np.log(e["clean_epoch_s"].astype(float)).groupby(e["workers"])
+    dev = (np.log(e["clean_epoch_s"].astype(float)) - g.transform("mean")).to_numpy()
+    dof = int((g.size() - 1).clip(lower=0).sum())
+    spread = float(math.sqrt(np.sum(dev ** 2) / dof)) if dof > 0 else 0.0
+    if len(logs) < 2:
+        return math.nan, spread
+    return float(math.sqrt(np.mean(logs ** 2) + spread ** 2)), spread
+
+
+def _support(n: int, counts: list[int], sigma: float) -> tuple[bool, str]:
+    if len(counts) < 3 or not sigma == sigma:
+        return False, "fewer than three counts run: no count left out to test the model"
+    if n > REACH * max(counts):
+        return False, f"beyond {REACH:g}x the largest count run ({max(counts)}): no count left out tested a reach that far"
+    return True, ""
 
 
 def _steps(points: pd.DataFrame, record: Any, n: int) -> float:
@@ -143,27 +146,23 @@ def _steps(points: pd.DataFrame, record: Any, n: int) -> float:
     return float(math.floor(samples / batch)) if samples > 0 else math.nan
 
 
-def _row(model: StepModel, per_round: list[StepModel], rms: float, points: pd.DataFrame, n: int, record: Any,
-         ref_rate: float) -> dict[str, Any]:
+def _row(model: StepModel, sigma: float, k: int, points: pd.DataFrame, n: int, record: Any, ref_rate: float,
+         counts: list[int]) -> dict[str, Any]:
     steps = _steps(points, record, n)
     epoch = model.epoch(n, steps)
-    each = [m.epoch(n, steps) for m in per_round] + [epoch * (1 - Z * rms), epoch * (1 + Z * rms)]
-    lo, hi = min(each), max(each)
-    measured = points[points["workers"] == n]["steady_epoch_s"].astype(float)
+    supported, why = _support(n, counts, sigma)
+    half = T90.get(k - 1, Z90) * sigma if supported else math.nan
+    lo, hi = epoch * math.exp(-half), epoch * math.exp(half)
+    measured = points[points["workers"] == n]["clean_epoch_s"].astype(float).dropna()
     m_epoch = float(measured.mean()) if len(measured) else math.nan
     batch = record.batch_size if record.scaling == "strong" else record.batch_size * n
     speed = (lambda e: steps * batch / e / ref_rate if e > 0 else math.nan)  # noqa: E731 - per sample
     terms = model.terms(n)
     return {"workers": n, "measured": bool(len(measured)), "steps": steps, "step_s": sum(terms.values()), **terms,
-            "steady_epoch_s": epoch, "epoch_lo_s": lo, "epoch_hi_s": hi, "measured_epoch_s": m_epoch,
-            "error": m_epoch / epoch - 1 if len(measured) and epoch > 0 else math.nan, "speedup": speed(epoch),
-            "speedup_lo": speed(hi), "speedup_hi": speed(lo), "efficiency": speed(epoch) / n}
-
-
-def _relative_rms(model: StepModel, points: pd.DataFrame) -> float:
-    errs = [(model.epoch(int(r.workers), float(r.steps)) - float(r.steady_epoch_s)) / float(r.steady_epoch_s)
-            for r in points.itertuples() if float(r.steady_epoch_s) > 0 and r.steps == r.steps]
-    return float(math.sqrt(np.mean(np.square(errs)))) if errs else math.nan
+            "val_s": model.val(n), "steady_epoch_s": epoch, "epoch_lo_s": lo, "epoch_hi_s": hi,
+            "measured_epoch_s": m_epoch, "error": m_epoch / epoch - 1 if len(measured) and epoch > 0 else math.nan,
+            "speedup": speed(epoch), "speedup_lo": speed(hi), "speedup_hi": speed(lo),
+            "efficiency": speed(epoch) / n, "supported": supported, "support_note": why}
 
 
 def _reference_rate(runs: pd.DataFrame) -> float:
@@ -171,21 +170,27 @@ def _reference_rate(runs: pd.DataFrame) -> float:
     return float((known["rate"] / known["speedup"]).mean()) if len(known) else math.nan
 
 
-def term_table(model: StepModel, rms: float, rounds: int) -> pd.DataFrame:
-    """The fitted model, one row per term, in the units a reader can check against a run's split."""
-    bw = 1 / model.beta if model.beta > 0 else math.inf
+def term_table(model: StepModel, held: pd.DataFrame, sigma: float, spread: float) -> pd.DataFrame:
+    """The fitted model, one row per term, the measured facts it was given, and its errors out of sample."""
+    m: Machine = model.machine
     x = "1/N" if model.strong else "1"
     rows = [
-        ("compute, fixed per step", "c0", model.c0, "s"),
-        (f"compute of the worker's share of the batch (x = {x})", "c1 * x", model.c1, "s"),
-        ("gradient all-reduced each step", "G", model.grad_mb, "MB"),
-        ("all-reduce bandwidth (effective)", "beta * 2(N-1)/N * G, beta = 1/bandwidth", bw, "MB/s"),
-        ("all-reduce latency per extra worker", "lam * (N-1)", model.lam, "s"),
-        ("wait for the slowest worker", "omega * sqrt(2 ln N)", model.omega, "s"),
-        ("validation, fixed per epoch", "v0", model.v0, "s"),
-        (f"validation of the worker's share (x = {x})", "v1 * x", model.v1, "s"),
-        ("fit: relative RMS error on the measured epochs", "rms", rms, "share"),
-        ("rounds fitted on their own (the interval's spread)", "rounds", float(rounds), "count"),
+        ("compute, paid by every worker whatever its share", "c0", model.c0, "core-s"),
+        (f"compute of the worker's share of the batch (x = {x})", "c1 * x", model.c1, "core-s"),
+        ("exposed all-reduce per doubling of the workers", "lam * log2(N)", model.lam, "core-s"),
+        ("wait for the slowest worker", "omega * sqrt(2 ln N)", model.omega, "core-s"),
+        ("validation, fixed per epoch", "v0", model.v0, "core-s"),
+        ("validation of the worker's share of the validation set", "v1 / N", model.v1, "core-s"),
+        ("validation steps at one worker's batch (their collectives at lam each)", "V", float(model.val_steps),
+         "count"),
+        ("cores per worker (measured: the sweep's budget; local workers share the machine)", "C",
+         m.cores_per_worker if m.cores_per_worker is not None else math.nan, "cores"),
+        ("the machine's cores (measured)", "M", m.machine_cores, "cores"),
+        ("cores busy with anything but the workers (measured)", "L", m.other_cores, "cores"),
+        ("the repeats' spread (pooled sd of log epoch)", "s", spread, "log"),
+        (f"error out of sample, with the spread ({LEVEL:.0%} interval: t x sigma)", "sigma", sigma, "log"),
     ]
+    rows += [(f"left out {int(r.workers)} (fitted on {r.fitted_on}): measured / predicted - 1", "loo",
+              float(r.error), "share") for r in held.itertuples()]
     return pd.DataFrame([{"term": t, "formula": f, "value": v, "unit": u} for t, f, v, u in rows],
                         columns=TERM_COLUMNS)

@@ -24,7 +24,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "tune": ("perfkit.bench.tune", "perfkit tune on 2 and 4 local workers and the README's cluster: advice tried"),
     "healthy": ("perfkit.bench.healthy", "healthy runs of several shapes launched N times: false failures, time to exit"),
     "faults": ("perfkit.bench.faults", "hangs, cut links, full disk, killed launcher: time to name each, named right"),
-    "scaling": ("perfkit.bench.scaling", "perfkit sweep's forecast: fitted on 1, 2, 4 emulated workers, checked on 8"),
+    "scaling": ("perfkit.bench.scaling", "the sweep forecast out of sample: fitted on 1, 2, 4 emulated workers, then 8 run"),
     "startup": ("perfkit.bench.startup", "command to first step: 1 process against 4 and 8 local workers"),
     "hosts": ("perfkit.bench.hosts", "your script on 2 SSH hosts vs one machine: command to first step, records back"),
     "autorecord": ("perfkit.bench.autorecord", "perfkit launch of unmodified tutorial scripts vs running them bare"),

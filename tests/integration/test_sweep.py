@@ -37,6 +37,10 @@ def test_a_sweep_ends_with_the_curve_in_the_terminal_json_and_html(tmp_path: Pat
     assert points[2]["transfer_s"] is not None and points[2]["compute_s"] > 0
     assert f"{points[2]['speedup']:.2f}x" in proc.stdout
     assert [f["workers"] for f in doc["forecast"]] == [1, 2, 4, 8] and doc["model"]
+    # two counts: nothing left out to test the model on, so no forecast claims an interval, and each says why
+    assert all(not f["supported"] and f["epoch_lo_s"] is None and "fewer than three counts" in f["support_note"]
+               for f in doc["forecast"])
+    assert "not supported, no interval" in proc.stdout
     page = (sweep_dir / "report.html").read_text()
     assert page.count('class="plotly-graph-div"') == 5 and "ideal (speedup = N)" in page
     assert f"{points[2]['speedup']:.4g}" in page
@@ -45,3 +49,5 @@ def test_a_sweep_ends_with_the_curve_in_the_terminal_json_and_html(tmp_path: Pat
     drawn = re.findall(r'<div[^>]*class="[^"]*js-plotly-plot', dom)
     assert len(drawn) == page.count('class="plotly-graph-div"') == 5, len(drawn)
     assert "ideal (speedup = N)" in dom and re.search(r'class="legendtext"[^>]*>ideal', dom), "a legend drawn"
+    assert "Outside what the measured points support" in dom
+    assert re.search(r'class="legendtext"[^>]*>forecast beyond what the points support', dom)

@@ -61,18 +61,26 @@ def _reference(s: ScalingStudy) -> str:
 
 
 def forecast_table(s: ScalingStudy) -> Table:
-    t = Table(title="Forecast of the workers way: the step-time model fitted to its measured points (interval: "
-              "per-round fits and 2x the fit's RMS error)")
-    for col in ("workers", "", "epoch s (interval)", "measured s", "error", "speedup (interval)", "efficiency",
-                "compute ms", "transfer ms", "wait ms"):
+    t = Table(title="Forecast of the workers way: the step-time model fitted to its measured points (90% "
+              "interval from its error on counts left out; epochs without perfkit's trace window)")
+    for col in ("workers", "", "epoch s (90% interval)", "measured s", "error", "speedup (90% interval)",
+                "efficiency", "compute ms", "transfer ms", "wait ms"):
         t.add_column(col, justify="right")
     for r in s.forecast.itertuples():
-        t.add_row(str(r.workers), "measured" if r.measured else "predicted",
+        beyond = " (not supported)" if not r.supported else ""
+        t.add_row(str(r.workers), ("measured" if r.measured else "predicted") + beyond,
                   fmt(r.steady_epoch_s) + _span(r.epoch_lo_s, r.epoch_hi_s), fmt(r.measured_epoch_s),
                   fmt(r.error, "+.0%"), fmt(r.speedup) + "x" + _span(r.speedup_lo, r.speedup_hi),
                   fmt(r.efficiency, ".0%"), *(fmt(1000 * float(getattr(r, c)), ".1f")
                                              for c in ("compute_s", "transfer_s", "wait_s")))
     return t
+
+
+def unsupported_lines(s: ScalingStudy) -> list[str]:
+    """One line per forecast outside what the measured points support."""
+    f = s.forecast
+    return [] if f.empty else [f"{int(r.workers)} workers not supported, no interval: {r.support_note}"
+                               for r in f.itertuples() if not r.supported]
 
 
 def terms_table(s: ScalingStudy) -> Table:
@@ -90,6 +98,8 @@ def render(s: ScalingStudy, out: TextIO, width: int | None = None) -> None:
     console.print(ways_table(s))
     if not s.forecast.empty:
         console.print(forecast_table(s))
+        for line in unsupported_lines(s):
+            console.print(f"forecast: {line}", soft_wrap=True)
         console.print(terms_table(s))
     for note in s.notes:
         console.print(f"note: {note}", soft_wrap=True)

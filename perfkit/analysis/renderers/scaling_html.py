@@ -60,18 +60,33 @@ def speedup_figure(s: ScalingStudy) -> dict[str, Any]:
     data = [_line(f"{label} (mean, min–max over repeats)", p, "speedup") for label, p in ways]
     f = s.forecast
     if not f.empty:
-        xs = [int(v) for v in f["workers"]]
-        data += [{"type": "scatter", "mode": "lines", "name": "forecast (worker processes)", "x": xs,
-                  "y": f["speedup"].tolist(), "line": {"dash": "dot"}},
-                 {"type": "scatter", "mode": "lines", "name": "forecast interval", "x": xs + xs[::-1],
-                  "y": f["speedup_hi"].tolist() + f["speedup_lo"].tolist()[::-1], "fill": "toself",
-                  "line": {"width": 0}, "opacity": 0.2}]
+        data += _forecast_lines(f)
     n = [int(v) for _, p in ways for v in p["workers"]]
     top = max(n + ([int(v) for v in f["workers"]] if not f.empty else []) or [1])
     data.append({"type": "scatter", "mode": "lines", "name": "ideal (speedup = N)", "x": [1, top], "y": [1, top],
                  "line": {"dash": "dash", "color": "#888"}})
     return {"data": data, "layout": {**_LAYOUT, "xaxis": {"title": "N (replicas or workers)"},
                                      "yaxis": {"title": "speedup"}}}
+
+
+def _forecast_lines(f: pd.DataFrame) -> list[dict[str, Any]]:
+    """The forecast where its points support it, with its 90% band; beyond, a fainter line with no band
+    (the points cannot say how sure it is there)."""
+    ok = f[f["supported"].astype(bool)]
+    beyond = f[~f["supported"].astype(bool)]
+    if not ok.empty and not beyond.empty:  # join the lines: the faint one starts where the supported ends
+        beyond = pd.concat([ok.tail(1), beyond])
+    xs = [int(v) for v in ok["workers"]]
+    lines = [{"type": "scatter", "mode": "lines", "name": "forecast (worker processes)", "x": xs,
+              "y": ok["speedup"].tolist(), "line": {"dash": "dot"}},
+             {"type": "scatter", "mode": "lines", "name": "forecast 90% interval (from error out of sample)",
+              "x": xs + xs[::-1], "y": ok["speedup_hi"].tolist() + ok["speedup_lo"].tolist()[::-1],
+              "fill": "toself", "line": {"width": 0}, "opacity": 0.2}] if not ok.empty else []
+    if not beyond.empty:
+        lines.append({"type": "scatter", "mode": "lines", "name": "forecast beyond what the points support "
+                      "(no interval)", "x": [int(v) for v in beyond["workers"]], "y": beyond["speedup"].tolist(),
+                      "line": {"dash": "dot", "color": "#bbb"}})
+    return lines
 
 
 def efficiency_figure(s: ScalingStudy) -> dict[str, Any]:
@@ -131,6 +146,14 @@ def _cell(v: Any) -> str:
     return "-" if v is None else fmt(v, ".4g") if isinstance(v, float) else str(v)
 
 
+def _unsupported(f: pd.DataFrame) -> str:
+    if f.empty or f["supported"].astype(bool).all():
+        return ""
+    items = "".join(f"<li>{int(r.workers)} workers: {html.escape(str(r.support_note))}</li>"
+                    for r in f.itertuples() if not r.supported)
+    return f"<p class='note'>Outside what the measured points support (no interval is given):</p><ul>{items}</ul>"
+
+
 def page(s: ScalingStudy) -> str:
     from plotly.offline import get_plotlyjs
 
@@ -140,7 +163,7 @@ def page(s: ScalingStudy) -> str:
               ("Memory per replica and synchronisation cost per step", memory_sync_figure(s)),
               ("CPU cost per 1,000 samples", cpu_figure(s))]
     parts = [f"<h2>{html.escape(t)}</h2>{_div(f)}" for t, f in charts]
-    parts += [f"<h2>Points</h2>{_table(_rows(s.points))}", f"<h2>Forecast</h2>{_table(_rows(s.forecast))}",
+    parts += [f"<h2>Points</h2>{_table(_rows(s.points))}", f"<h2>Forecast</h2>{_unsupported(s.forecast)}{_table(_rows(s.forecast))}",
               f"<h2>The model's terms</h2>{_table(_rows(s.terms))}", f"<h2>Runs</h2>{_table(_rows(s.runs))}"]
     if s.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in s.notes) + "</ul>")

@@ -28,10 +28,12 @@ KEYS: dict[str, str] = {
     "replica) and sync_s (the gradients' all-reduce among the replicas, timed after training; null for ps)",
     "runs": "per complete run: its round, way, count, steady epoch, split, memory per replica, sync cost and "
     "speedup against the reference",
-    "forecast": "the workers way only, per worker count (measured and beyond): the model's step terms, predicted "
-    "steady epoch with its interval (epoch_lo_s, epoch_hi_s), speedup with its interval, the measured epoch and "
-    "error where run",
-    "model": "the fitted step-time model: one row per term (term, formula, value, unit)",
+    "forecast": "the workers way only, per worker count (measured and beyond): the model's step terms and "
+    "validation, the predicted steady epoch (without perfkit's trace window) with its 90% interval (epoch_lo_s, "
+    "epoch_hi_s: from the model's error on counts left out; null where supported is false, with support_note "
+    "saying why), speedup with its interval, the measured epoch and error where run",
+    "model": "the fitted step-time model: one row per term (term, formula, value, unit), the measured facts it "
+    "was given (C, M, L) and its error on each count left out (formula loo)",
     "notes": "list of sentences: failed or missing runs, a partial curve, what the forecast could not do",
 }
 

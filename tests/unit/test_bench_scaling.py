@@ -1,0 +1,32 @@
+"""The forecast calibration benchmark's own logic: the checked cluster is the sweep's scale model, and the
+summary counts errors and intervals as the goals read them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perfkit.bench.scaling import CASES, _judged, cluster_file, summary
+from perfkit.cluster import load_cluster
+from perfkit.trainer.sweep import emulated_cluster
+
+
+def test_the_checked_cluster_is_the_sweeps_scale_model(tmp_path: Path) -> None:
+    case = CASES["strong-0.125"]
+    spec = load_cluster(cluster_file(case, tmp_path / "c.toml"))
+    want = emulated_cluster(case.check, case.cores)
+    assert [(h.name, h.address, h.cores, h.workers) for h in spec.hosts] == \
+        [(h.name, h.address, h.cores, h.workers) for h in want.hosts]
+
+
+def test_an_interval_holds_or_not_and_a_forecast_without_one_counts_only_for_error() -> None:
+    rows = [_judged({"predicted_s": 10.0, "lo_s": 9.0, "hi_s": 11.0, "measured_s": 10.5}),
+            _judged({"predicted_s": 10.0, "lo_s": 9.0, "hi_s": 11.0, "measured_s": 12.0}),
+            _judged({"predicted_s": 10.0, "lo_s": None, "hi_s": None, "measured_s": 8.0}),
+            _judged({"failure": "perfkit run: exit 1"})]
+    assert [r["held"] for r in rows] == [True, False, None, None]
+    s = summary(rows)
+    assert s["n"] == 3 and s["mean_abs_error"] == pytest.approx((0.05 + 0.2 + 0.2) / 3)
+    assert s["n_intervals"] == 2 and s["coverage"] == 0.5
+    assert s["meets_error"] is False and s["meets_coverage"] is False
