@@ -122,6 +122,14 @@ class WorkerRecord:
         out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k != "extra"}
         return {**out, **self.extra}
 
+    @property
+    def clock_offset_ns(self) -> int | None:
+        """wall - monotonic on this worker's host (its anchor: one instant read on both clocks); every clock
+        conversion of the analysis goes through it. None: not recorded."""
+        if not self.anchor_wall_ns or self.anchor_mono_ns is None:
+            return None
+        return self.anchor_wall_ns - self.anchor_mono_ns
+
 
 @dataclass(frozen=True)
 class ClusterRecord:

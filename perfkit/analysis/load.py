@@ -233,8 +233,7 @@ def _checked(record: RunRecord) -> RunRecord:
 
 def _clock_offset(meta: RunMeta) -> int | None:
     """wall - monotonic for this part's machine: the median over its workers' anchors, else its launcher's."""
-    offs = sorted(w.anchor_wall_ns - w.anchor_mono_ns for w in meta.workers
-                  if w.anchor_wall_ns and w.anchor_mono_ns is not None)
+    offs = sorted(w.clock_offset_ns for w in meta.workers if w.clock_offset_ns is not None)
     if offs:
         return offs[len(offs) // 2]
     launcher = meta.clock_anchor  # a part whose processes recorded nothing: its launcher's anchor

@@ -92,14 +92,14 @@ def _looked_at(steps: pd.DataFrame, meta: RunMeta) -> tuple[np.ndarray, np.ndarr
 def _captures(meta: RunMeta, worker: Any) -> list[tuple[int, int]]:
     """(start, end) of each capture this worker began, in any attempt, on its monotonic clock (the host's:
     every attempt of a worker runs on the same host)."""
-    if worker is None or worker.anchor_wall_ns is None or worker.anchor_mono_ns is None:
+    if worker is None or worker.clock_offset_ns is None:
         return []
     found = [worker.profile] if isinstance(worker.profile, dict) else []
     for restart in meta.restarts:
         profiles = restart.get("profiles") if isinstance(restart, dict) else None
         found.append((profiles or {}).get(str(worker.index)))
-    shift = int(worker.anchor_mono_ns) - int(worker.anchor_wall_ns)
-    return [(int(p["t_start_wall_ns"]) + shift, int(p["t_end_wall_ns"]) + shift) for p in found
+    shift = worker.clock_offset_ns
+    return [(int(p["t_start_wall_ns"]) - shift, int(p["t_end_wall_ns"]) - shift) for p in found
             if isinstance(p, dict) and isinstance(p.get("t_start_wall_ns"), int)
             and isinstance(p.get("t_end_wall_ns"), int)]
 

@@ -45,12 +45,11 @@ def startup_seconds(record: RunRecord) -> float:
 
 def first_steps_wall_ns(record: RunRecord) -> dict[int, int]:
     """Each worker's first step, on the wall clock (its anchor maps its monotonic clock)."""
-    anchors = {w.index: w for w in record.run.workers if w.anchor_wall_ns and w.anchor_mono_ns is not None}
-    if record.steps.empty or not anchors:
+    offsets = {w.index: w.clock_offset_ns for w in record.run.workers if w.clock_offset_ns is not None}
+    if record.steps.empty or not offsets:
         return {}
     firsts = record.steps.groupby("worker")["t_start_ns"].min()
-    return {int(i): anchors[i].anchor_wall_ns + (int(t) - anchors[i].anchor_mono_ns)  # type: ignore[operator]
-            for i, t in firsts.items() if i in anchors}
+    return {int(i): int(t) + offsets[i] for i, t in firsts.items() if i in offsets}
 
 
 def final_attempt(df: pd.DataFrame) -> pd.DataFrame:

@@ -127,8 +127,7 @@ def _load_part(path: Path) -> _Part:
     """Every attempt's rows of one run directory, moved onto the wall clock, and its captures."""
     record = RunRecord.load(path)  # the raw tables: LoadedRun.record keeps only final attempts
     meta = record.run
-    own = {w.index: w.anchor_wall_ns - w.anchor_mono_ns for w in meta.workers
-           if w.anchor_wall_ns and w.anchor_mono_ns is not None}
+    own = {w.index: w.clock_offset_ns for w in meta.workers if w.clock_offset_ns is not None}
     median = sorted(own.values())[len(own) // 2] if own else None
     # Without anchors a part's records stay on its one monotonic clock: only its captures cannot be placed.
     captured = any(w.get("status") == "captured" for w in profile_workers(meta).values())

@@ -1,12 +1,13 @@
 """Benchmark: the scaling forecast calibrated out of sample. For each configuration (a scale model of
 emulated hosts: cores per worker, strong or weak scaling), each round: a ``perfkit sweep`` over the fitted
 counts, whose forecast at twice the largest count is read and kept first, then that count run for real
-(``perfkit run --mode multi --cluster`` of as many emulated hosts) and measured as the forecast measures
+(``perfkit run --mode multi --cluster`` of as many emulated hosts; for the README's unequal cluster, its own
+cluster file, forecast from hosts as small as its slowest worker's share) and measured as the forecast measures
 (``analysis/scaling_measure.py``: the steady epoch without perfkit's trace window or a restart's first
 step). Reports each forecast's error and whether its 90% interval held the measured epoch. Goals: mean
 |error| <= 10%, and the intervals holding the measured epoch in >= 90% of the cases.
 
-    perfkit bench scaling --repeats 3
+    perfkit bench scaling                       # every case once: sweeps of 2 repeats, then 2 checked runs
     perfkit bench scaling --cases strong-0.25,weak-0.25 --repeats 2
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from perfkit.bench._runs import runs_dir
 from perfkit.trainer.rounds import turned
 
 NAME = "scaling"
+CHECKOUT = Path(__file__).parents[2]  # the cluster files of examples/
 TARGET_ERROR = 0.10
 TARGET_COVERAGE = 0.90
 
@@ -32,11 +34,12 @@ TARGET_COVERAGE = 0.90
 @dataclass(frozen=True)
 class Case:
     scaling: str
-    cores: float  # per worker (one emulated host each)
+    cores: float | None  # per worker (one emulated host each); None: the cluster file's slowest worker's share
     fit: tuple[int, ...]
     check: int
     batch: int  # the global batch of one worker
     players: tuple[int, int]  # training, validation
+    cluster: str | None = None  # the checked run's cluster file (relative to the checkout) instead of equal hosts
 
 
 # 19 steps an epoch at every count (weak: 40,000 players over 8 x 256), so the steady epoch keeps untraced
@@ -45,8 +48,24 @@ CASES = {
     "strong-0.25": Case("strong", 0.25, (1, 2, 4), 8, 1024, (20_000, 5_000)),
     "strong-0.125": Case("strong", 0.125, (1, 2, 4), 8, 512, (10_000, 2_500)),
     "weak-0.25": Case("weak", 0.25, (1, 2, 4), 8, 256, (40_000, 4_000)),
+    # The README's unequal cluster (1.6 + 0.4 cores, 3 + 1 workers): a synchronous step is held by its slowest
+    # worker, so it is forecast by a scale model of hosts as small as the slowest worker's share (0.4 cores),
+    # fitted on 1, 2 and 3 of them (a global batch of 768 divides among 3 and 4).
+    "readme-unequal": Case("strong", None, (1, 2, 3), 4, 768, (20_000, 5_000), "examples/blog-cluster.toml"),
 }
 SMOKE = Case("strong", 0.5, (1, 2), 4, 256, (1024, 256))
+
+
+def with_cores(case: Case, machine_cores: float) -> Case:
+    """A case with a cluster file gets its slowest worker's share of this machine: emulated hosts are held
+    to their declared cores' share of the machine (16:4 on 2 cores: 1.6 and 0.4), shared by their workers."""
+    if case.cores is not None or case.cluster is None:
+        return case
+    from perfkit.cluster import load_cluster
+
+    hosts = load_cluster(CHECKOUT / case.cluster).hosts
+    total = sum(h.cores for h in hosts)
+    return replace(case, cores=min(machine_cores * h.cores / total / h.workers for h in hosts))
 
 
 def _flags(case: Case, preset: str) -> list[str]:
@@ -54,12 +73,12 @@ def _flags(case: Case, preset: str) -> list[str]:
             str(case.players[0]), "--test-players", str(case.players[1])]
 
 
-def forecast_first(case: Case, preset: str, results: Path, timeout: float) -> dict[str, Any]:
+def forecast_first(case: Case, preset: str, results: Path, timeout: float, repeats: int) -> dict[str, Any]:
     """The sweep over the fitted counts and its forecast at the checked count, before that count runs."""
     cmd = [*PERFKIT, "sweep", "--workers", ",".join(map(str, case.fit)), "--cores-per-worker", f"{case.cores:g}",
-           "--scaling", case.scaling, *_flags(case, preset), "--forecast", str(case.check), "--results-dir",
-           str(results), "--quiet", "--no-html", "--format", "json"]
-    proc = run_measured(cmd, timeout * (len(case.fit) + 1), env=env_with_repo())
+           "--scaling", case.scaling, *_flags(case, preset), "--repeats", str(repeats), "--forecast", str(case.check),
+           "--results-dir", str(results), "--quiet", "--no-html", "--format", "json"]
+    proc = run_measured(cmd, timeout * repeats * (len(case.fit) + 1), env=env_with_repo())
     if not proc.ok:
         return {"failure": f"perfkit sweep: {proc.error()}"}
     doc = json.loads(proc.stdout)
@@ -80,15 +99,26 @@ def cluster_file(case: Case, path: Path) -> Path:
     return path
 
 
+def run_checks(case: Case, preset: str, results: Path, run_id: str, timeout: float, n: int) -> dict[str, Any]:
+    """The checked count run ``n`` times for real, measured as the forecast measures; their mean epoch."""
+    each = [run_check(case, preset, results, f"{run_id}-{k + 1}", timeout) for k in range(n)]
+    failed = [e["failure"] for e in each if "failure" in e]
+    if failed:
+        return {"failure": failed[0], "checks": each}
+    epochs = [e["measured_s"] for e in each if math.isfinite(e["measured_s"])]
+    return {"measured_s": sum(epochs) / len(epochs) if epochs else math.nan, "checks": each}
+
+
 def run_check(case: Case, preset: str, results: Path, run_id: str, timeout: float) -> dict[str, Any]:
-    """The checked count run for real, measured as the forecast measures."""
+    """The checked count run once for real, measured as the forecast measures."""
     from perfkit.analysis.scaling_measure import steady_run
     from perfkit.results import RunRecord
 
     batch = case.batch * (case.check if case.scaling == "weak" else 1)
     flags = [*_flags(case, preset)]
     flags[flags.index("--batch-size") + 1] = str(batch)
-    cmd = [*PERFKIT, "run", "--mode", "multi", "--cluster", str(cluster_file(case, results / f"{run_id}.toml")),
+    cluster = CHECKOUT / case.cluster if case.cluster else cluster_file(case, results / f"{run_id}.toml")
+    cmd = [*PERFKIT, "run", "--mode", "multi", "--cluster", str(cluster),
            *flags, "--results-dir", str(results), "--run-id", run_id, "--quiet"]
     proc = run_measured(cmd, timeout, env=env_with_repo())
     if not proc.ok:
@@ -101,9 +131,12 @@ def run_check(case: Case, preset: str, results: Path, run_id: str, timeout: floa
 
 
 def measure(args: argparse.Namespace) -> Report:
-    cases = {"smoke": SMOKE} if args.smoke else {k: CASES[k] for k in args.cases}
-    report = Report(NAME, {"preset": args.preset, "repeats": args.repeats,
-                           "cases": {k: asdict(c) for k, c in cases.items()}})
+    from perfkit.trainer.hosts.cpubudget import available_cores
+
+    machine_cores = float(len(available_cores()))
+    cases = {"smoke": SMOKE} if args.smoke else {k: with_cores(CASES[k], machine_cores) for k in args.cases}
+    report = Report(NAME, {"preset": args.preset, "repeats": args.repeats, "fit_repeats": args.fit_repeats,
+                           "checks": args.checks, "cases": {k: asdict(c) for k, c in cases.items()}})
     report.targets = {"mean_abs_error_max": TARGET_ERROR, "coverage_min": TARGET_COVERAGE}
     results = runs_dir(args.results_root, NAME, args.stamp)
     rows = []
@@ -114,13 +147,15 @@ def measure(args: argparse.Namespace) -> Report:
             where = results / f"r{r}-{name}"
             where.mkdir(parents=True, exist_ok=True)
             (where / "datasets").symlink_to((results / "datasets").resolve(), target_is_directory=True)
-            row = {"case": name, "round": r, **forecast_first(case, args.preset, where, args.timeout)}
+            row = {"case": name, "round": r, **forecast_first(case, args.preset, where, args.timeout, args.fit_repeats)}
             if "failure" not in row:
-                row.update(run_check(case, args.preset, where, f"check-r{r}-{name}", args.timeout))
+                row.update(run_checks(case, args.preset, where, f"check-r{r}-{name}", args.timeout, args.checks))
             rows.append(_judged(row))
             if "failure" in row:
                 report.errors.append(f"{name} round {r}: {row['failure']}")
-    report.results = {"rows": rows, **summary(rows)}
+                progress(f"round {r}: {name}: {row['failure']}")
+            report.results = {"rows": rows, **summary(rows)}
+            report.write(args.results_root, args.stamp)  # a bench cut short keeps every case it finished
     return report
 
 
@@ -146,9 +181,9 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def table(report: Report) -> str:
     r = report.results
-    head = ["case", "round", "predicted s (90% interval)", "measured s", "error", "interval held"]
+    head = ["case", "round", "predicted s (90% interval)", "measured s (each run)", "error", "interval held"]
     body = [[x["case"], x["round"], f"{fmt(x.get('predicted_s'))} ({fmt(x.get('lo_s'), missing='-')}–"
-             f"{fmt(x.get('hi_s'), missing='-')})", fmt(x.get("measured_s")),
+             f"{fmt(x.get('hi_s'), missing='-')})", _measured(x),
              fmt(x["error"], "+.1%") if isinstance(x.get("error"), float) else "failed",
              {True: "yes", False: "no", None: "no interval"}[x.get("held")]] for x in r.get("rows", [])]
     verdict = (f"mean |error| {fmt(r.get('mean_abs_error'), '.1%')} over {r.get('n')} (goal <= {TARGET_ERROR:.0%}); "
@@ -157,11 +192,22 @@ def table(report: Report) -> str:
     return f"{heading(report)}\n\n{markdown_table(head, body, right=(1, 2, 3, 4))}\n\n{verdict}"
 
 
+def _measured(row: dict[str, Any]) -> str:
+    each = [fmt(c.get("measured_s")) for c in row.get("checks", [])]
+    return fmt(row.get("measured_s")) + (f" ({', '.join(each)})" if len(each) > 1 else "")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = make_parser(NAME, __doc__, default_repeats=3)
+    p = make_parser(NAME, __doc__, default_repeats=1)
+    p.add_argument("--fit-repeats", type=int, default=2, help="each sweep's --repeats: runs of every fitted count")
+    p.add_argument("--checks", type=int, default=2, help="runs of the checked count; their mean epoch is measured")
     p.add_argument("--cases", type=lambda s: [c.strip() for c in s.split(",")], default=list(CASES),
                    help=f"configurations, comma-separated: {', '.join(CASES)}")
     args = finish_args(p.parse_args(argv))
+    if args.smoke:
+        args.fit_repeats, args.checks = 1, 1
+    if args.fit_repeats < 1 or args.checks < 1:
+        raise SystemExit("--fit-repeats, --checks: must be at least 1")
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
         raise SystemExit(f"--cases: {unknown[0]!r} is not a case; choose from {', '.join(CASES)}")

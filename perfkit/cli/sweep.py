@@ -37,8 +37,10 @@ def sweep_command(
     batch_size: Annotated[Optional[int], typer.Option(help="Global batch of one worker.", show_default=False)] = None,
     train_players: Annotated[Optional[int], typer.Option(help="Training sequences.", show_default=False)] = None,
     test_players: Annotated[Optional[int], typer.Option(help="Validation sequences.", show_default=False)] = None,
-    forecast: Annotated[Optional[str], typer.Option(help="Counts to forecast (default: 2x and 4x the largest run).",
-                                                    show_default=False)] = None,
+    forecast: Annotated[Optional[str], typer.Option(
+        help="Counts to forecast, comma-separated (default: 2x and 4x the largest run). Each gets a 90% interval "
+             "from the model's error on counts left out; beyond 2x the largest count, or from fewer than three "
+             "counts, it is marked not supported and gets none.", show_default=False)] = None,
     analyze_only: Annotated[Optional[Path], typer.Option(help="Run nothing: analyse this sweep directory.",
                                                          show_default=False)] = None,
     results_dir: opt.ResultsDir = Path("results"),

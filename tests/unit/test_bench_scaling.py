@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.bench.scaling import CASES, _judged, cluster_file, summary
+from perfkit.bench.scaling import CASES, _judged, cluster_file, summary, with_cores
 from perfkit.cluster import load_cluster
 from perfkit.trainer.sweep import emulated_cluster
 
@@ -30,3 +30,11 @@ def test_an_interval_holds_or_not_and_a_forecast_without_one_counts_only_for_err
     assert s["n"] == 3 and s["mean_abs_error"] == pytest.approx((0.05 + 0.2 + 0.2) / 3)
     assert s["n_intervals"] == 2 and s["coverage"] == 0.5
     assert s["meets_error"] is False and s["meets_coverage"] is False
+
+
+def test_the_unequal_case_is_forecast_from_hosts_as_small_as_its_slowest_workers_share() -> None:
+    case = with_cores(CASES["readme-unequal"], machine_cores=2.0)
+    spec = load_cluster(Path(__file__).parents[2] / str(case.cluster))
+    assert sum(h.workers for h in spec.hosts) == case.check
+    assert case.cores == pytest.approx(0.4)  # 16:4 cores on 2: tensor102's one worker on 0.4, tensor101's three on 0.53
+    assert all(case.batch % n == 0 for n in (*case.fit, case.check))  # strong scaling divides the batch
