@@ -53,7 +53,7 @@ def forecast(runs: pd.DataFrame, record: Any, targets: Sequence[int]) -> tuple[p
     if len(counts) < 3:
         notes.append("forecast from two worker counts: no count can be left out to test the model, so no "
                      "interval is given; run three or more counts")
-    ref_rate = _reference_rate(runs)
+    ref_rate = _reference_rate(runs, record)
     rows = [_row(model, sigma, len(held), points, n, record, ref_rate, counts) for n in targets]
     return (pd.DataFrame(rows, columns=FORECAST_COLUMNS), term_table(model, held, sigma, spread), notes)
 
@@ -165,7 +165,16 @@ def _row(model: StepModel, sigma: float, k: int, points: pd.DataFrame, n: int, r
             "efficiency": speed(epoch) / n, "supported": supported, "support_note": why}
 
 
-def _reference_rate(runs: pd.DataFrame) -> float:
+def _reference_rate(runs: pd.DataFrame, record: Any) -> float:
+    """Samples per second of the reference's clean epochs (as the forecast's own epochs are measured), so
+    that a forecast speedup holds no trace window on one side only; the curve's rate where they are not
+    known."""
+    ref = runs[runs["role"] == "baseline"] if record.reference == "baseline" else \
+        workers_way(runs).query("workers == 1")
+    ref = fit_points(ref)
+    clean = (ref["steps"].astype(float) * ref["global_batch"].astype(float) / ref["clean_epoch_s"].astype(float))
+    if len(clean) and clean.notna().all():
+        return float(clean.mean())
     known = runs[np.isfinite(runs["speedup"].astype(float)) & (runs["speedup"].astype(float) > 0)]
     return float((known["rate"] / known["speedup"]).mean()) if len(known) else math.nan
 

@@ -69,22 +69,23 @@ def speedup_figure(s: ScalingStudy) -> dict[str, Any]:
                                      "yaxis": {"title": "speedup"}}}
 
 
-def _forecast_lines(f: pd.DataFrame) -> list[dict[str, Any]]:
-    """The forecast where its points support it, with its 90% band; beyond, a fainter line with no band
-    (the points cannot say how sure it is there)."""
+def _forecast_lines(f: pd.DataFrame, col: str = "speedup") -> list[dict[str, Any]]:
+    """The forecast where its points support it, with its 90% band (speedup only); beyond, a fainter line
+    with no band (the points cannot say how sure it is there)."""
     ok = f[f["supported"].astype(bool)]
     beyond = f[~f["supported"].astype(bool)]
     if not ok.empty and not beyond.empty:  # join the lines: the faint one starts where the supported ends
         beyond = pd.concat([ok.tail(1), beyond])
     xs = [int(v) for v in ok["workers"]]
     lines = [{"type": "scatter", "mode": "lines", "name": "forecast (worker processes)", "x": xs,
-              "y": ok["speedup"].tolist(), "line": {"dash": "dot"}},
-             {"type": "scatter", "mode": "lines", "name": "forecast 90% interval (from error out of sample)",
-              "x": xs + xs[::-1], "y": ok["speedup_hi"].tolist() + ok["speedup_lo"].tolist()[::-1],
-              "fill": "toself", "line": {"width": 0}, "opacity": 0.2}] if not ok.empty else []
+              "y": ok[col].tolist(), "line": {"dash": "dot"}}] if not ok.empty else []
+    if col == "speedup" and not ok.empty:
+        lines.append({"type": "scatter", "mode": "lines", "name": "forecast 90% interval (from error out of "
+                      "sample)", "x": xs + xs[::-1], "y": ok["speedup_hi"].tolist() + ok["speedup_lo"].tolist()[::-1],
+                      "fill": "toself", "line": {"width": 0}, "opacity": 0.2})
     if not beyond.empty:
         lines.append({"type": "scatter", "mode": "lines", "name": "forecast beyond what the points support "
-                      "(no interval)", "x": [int(v) for v in beyond["workers"]], "y": beyond["speedup"].tolist(),
+                      "(no interval)", "x": [int(v) for v in beyond["workers"]], "y": beyond[col].tolist(),
                       "line": {"dash": "dot", "color": "#bbb"}})
     return lines
 
@@ -93,9 +94,7 @@ def efficiency_figure(s: ScalingStudy) -> dict[str, Any]:
     ways = _ways(s)
     data = [_line(label, p, "efficiency") for label, p in ways]
     if not s.forecast.empty:
-        data.append({"type": "scatter", "mode": "lines", "name": "forecast (worker processes)",
-                     "x": [int(v) for v in s.forecast["workers"]],
-                     "y": s.forecast["efficiency"].tolist(), "line": {"dash": "dot"}})
+        data += _forecast_lines(s.forecast, "efficiency")
     top = max([int(v) for _, p in ways for v in p["workers"]] or [1])
     data.append({"type": "scatter", "mode": "lines", "name": "ideal (100%)", "x": [1, top], "y": [1, 1],
                  "line": {"dash": "dash", "color": "#888"}})
