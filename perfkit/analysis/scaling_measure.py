@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from perfkit.analysis.cpu import CpuSamples
 from perfkit.analysis.summary import final_attempt, training_window
-from perfkit.results import RunMeta, RunRecord
+from perfkit.results import RunMeta, RunRecord, WorkerRecord
 
 MIN_STEPS = 3  # fewer clean steps than this: the steady steps are taken as they are
 
@@ -89,7 +88,7 @@ def _looked_at(steps: pd.DataFrame, meta: RunMeta) -> tuple[np.ndarray, np.ndarr
     return captured, rebuilt
 
 
-def _captures(meta: RunMeta, worker: Any) -> list[tuple[int, int]]:
+def _captures(meta: RunMeta, worker: WorkerRecord | None) -> list[tuple[int, int]]:
     """(start, end) of each capture this worker began, in any attempt, on its monotonic clock (the host's:
     every attempt of a worker runs on the same host)."""
     if worker is None or worker.clock_offset_ns is None:
