@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from perfkit._atomic import atomic_write, write_error
 from perfkit.config import sanitize_id
 from perfkit.errors import ResultsError, UsageError
+from perfkit.runmeta import RunMeta
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,199 +62,7 @@ def new_run_id(mode: str, label: str | None = None, now: datetime | None = None)
     return "-".join(parts)
 
 
-# -- the run record (run.json), typed ----------------------------------------------------------------
-# Frozen dataclasses, not pydantic: the project's records are frozen dataclasses throughout, the types
-# needed are few and flat, and a validation library would be a new dependency for one file. What this
-# version does not know (a newer writer's keys, a bench's own) is kept in ``extra`` and written back.
-
-
-def _field(d: Mapping[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
-    value = d.get(name)
-    if value is None or (isinstance(value, kind) and not (isinstance(value, bool) and bool not in _kinds(kind))):
-        return value
-    names = "/".join(k.__name__ for k in _kinds(kind))
-    raise ResultsError(f"{where}: {name} is {type(value).__name__} {value!r:.40}, not {names}")
-
-
-def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
-    return kind if isinstance(kind, tuple) else (kind,)
-
-
-def _mapping(d: Mapping[str, Any], name: str, where: str) -> dict[str, Any]:
-    return dict(_field(d, name, dict, where) or {})
-
-
-@dataclass(frozen=True)
-class WorkerRecord:
-    """One worker process as run.json records it (``workers[]``)."""
-
-    index: int
-    host: str | None = None
-    pid: int | None = None
-    role: str | None = None
-    endpoint: str | None = None
-    anchor_wall_ns: int | None = None  # the same instant on the wall clock and on ``time.monotonic_ns``
-    anchor_mono_ns: int | None = None
-    exit_code: int | None = None
-    state: str | None = None
-    profile: dict[str, Any] | None = None  # its trace capture (status, window, file, attempts)
-    calibration: dict[str, Any] | None = None  # all-reduce timings after training
-    plan: dict[str, Any] | None = None  # what perfkit.record learnt from fit: epochs, steps, global batch
-    started_wall_ns: int | None = None  # the process's start (the kernel's), to 10 ms
-    phases: tuple[dict[str, Any], ...] = ()  # each state it reported: state, t_wall_ns, cpu_s (status.json)
-    teardown: dict[str, Any] | None = None  # its last step to its exit: s, where, stopped (trainer/teardown.py)
-    died: dict[str, Any] | None = None  # a ParameterServerStrategy worker dead mid-run (trainer/lostworkers.py)
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    @classmethod
-    def parse(cls, d: Any, where: str) -> WorkerRecord:
-        if not isinstance(d, dict) or not isinstance(d.get("index"), int):
-            raise ResultsError(f"{where}: a worker entry without an integer index: {d!r:.60}")
-        ints = {k: _field(d, k, int, where)
-                for k in ("pid", "anchor_wall_ns", "anchor_mono_ns", "exit_code", "started_wall_ns")}
-        texts = {k: _field(d, k, str, where) for k in ("host", "role", "endpoint", "state")}
-        maps = {k: _field(d, k, dict, where) for k in ("profile", "calibration", "plan", "teardown", "died")}
-        phases = tuple(p for p in _field(d, "phases", list, where) or () if isinstance(p, dict))
-        known = {"index", "phases", *ints, *texts, *maps}
-        return cls(index=d["index"], **ints, **texts, **maps, phases=phases,
-                   extra={k: v for k, v in d.items() if k not in known})
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k != "extra"}
-        return {**out, **self.extra}
-
-    @property
-    def clock_offset_ns(self) -> int | None:
-        """wall - monotonic on this worker's host (its anchor: one instant read on both clocks); every clock
-        conversion of the analysis goes through it. None: not recorded."""
-        if not self.anchor_wall_ns or self.anchor_mono_ns is None:
-            return None
-        return self.anchor_wall_ns - self.anchor_mono_ns
-
-
-@dataclass(frozen=True)
-class ClusterRecord:
-    """Where the workers ran (``cluster``): hosts with their cores, each worker's host and endpoint, the
-    CPU budgets applied."""
-
-    num_workers: int | None = None
-    hosts: tuple[dict[str, Any], ...] = ()
-    workers: tuple[dict[str, Any], ...] = ()
-    tasks: tuple[dict[str, Any], ...] = ()  # every process with its role and task (runs before ps mode: none)
-    local_workers: tuple[int, ...] = ()
-    emulated: bool = False
-    cpu_budget: dict[str, Any] = field(default_factory=dict)
-    declared: dict[str, Any] | None = None  # the cluster file's hosts when the runtime one differs
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    @classmethod
-    def parse(cls, d: Any, where: str) -> ClusterRecord:
-        if not isinstance(d, dict):
-            return cls()
-        lists = {k: tuple(_field(d, k, list, where) or ()) for k in ("hosts", "workers", "tasks", "local_workers")}
-        known = {"num_workers", "emulated", "cpu_budget", "declared", *lists}
-        return cls(num_workers=_field(d, "num_workers", int, where), emulated=bool(_field(d, "emulated", bool, where)),
-                   cpu_budget=_mapping(d, "cpu_budget", where), declared=_field(d, "declared", dict, where), **lists,
-                   extra={k: v for k, v in d.items() if k not in known})
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k != "extra"}
-        return {**out, **self.extra}
-
-    def host_of(self) -> dict[int, str]:
-        """Task index -> host: every worker, and under ParameterServerStrategy its servers and chief too."""
-        return {int(w["index"]): str(w.get("host")) for w in self.tasks or self.workers
-                if isinstance(w, dict) and "index" in w}
-
-
-# Top-level keys with a type; everything else a writer puts in run.json is carried in ``extra``.
-_TEXT = ("run_id", "status", "started", "ended", "error", "mode", "strategy", "preset", "clock")
-_MAPS = ("config", "workload", "data", "part", "profile", "launch", "network", "sampler", "failure", "verifies",
-         "worker_start", "clock_anchor")
-
-
-@dataclass(frozen=True)
-class RunMeta:
-    """run.json: what ran, where, how it ended. Written only through ``RunDir``; read with ``parse``."""
-
-    schema_version: int
-    run_id: str
-    status: str = "unknown"
-    started: str | None = None
-    ended: str | None = None
-    error: str | None = None
-    mode: str | None = None  # single | multi | ps
-    strategy: str | None = None
-    preset: str | None = None  # None: a user's own command (perfkit launch, perfkit.record)
-    clock: str | None = None  # "wall" once the loader moved merged parts onto the wall clock
-    config: dict[str, Any] = field(default_factory=dict)
-    workload: dict[str, Any] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)
-    part: dict[str, Any] = field(default_factory=dict)  # this host's part of a run: name, workers
-    profile: dict[str, Any] = field(default_factory=dict)
-    launch: dict[str, Any] = field(default_factory=dict)  # perfkit launch: the command, whether it recorded
-    network: dict[str, Any] = field(default_factory=dict)
-    sampler: dict[str, Any] = field(default_factory=dict)
-    failure: dict[str, Any] = field(default_factory=dict)
-    verifies: dict[str, Any] = field(default_factory=dict)  # a --verify run: the prediction it checks
-    worker_start: dict[str, Any] = field(default_factory=dict)  # forked from the fork server, or exec'd
-    # The launcher's own anchor (wall_ns, mono_ns): a part whose processes record nothing (a parameter-server
-    # script's servers) still lines up its CPU samples with the other parts by it.
-    clock_anchor: dict[str, Any] = field(default_factory=dict)
-    cluster: ClusterRecord = field(default_factory=ClusterRecord)
-    workers: tuple[WorkerRecord, ...] = ()
-    parts: tuple[str, ...] = ()
-    restarts: tuple[dict[str, Any], ...] = ()
-    command_started_wall_ns: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    @classmethod
-    def parse(cls, d: Any, where: str) -> RunMeta:
-        if not isinstance(d, dict) or not isinstance(d.get("schema_version"), int):
-            raise ResultsError(f"{where}: not a perfkit run record (no integer schema_version)")
-        texts = {k: _field(d, k, str, where) for k in _TEXT}
-        maps = {k: _mapping(d, k, where) for k in _MAPS}
-        workers = tuple(WorkerRecord.parse(w, where) for w in _field(d, "workers", list, where) or ())
-        known = {"schema_version", "cluster", "workers", "parts", "restarts", "command_started_wall_ns", *texts, *maps}
-        return cls(schema_version=d["schema_version"], **{**texts, "run_id": texts["run_id"] or Path(where).parent.name,
-                                                          "status": texts["status"] or "unknown"}, **maps,
-                   cluster=ClusterRecord.parse(d.get("cluster"), where), workers=workers,
-                   parts=tuple(str(p) for p in _field(d, "parts", list, where) or ()),
-                   restarts=tuple(_field(d, "restarts", list, where) or ()),
-                   command_started_wall_ns=_field(d, "command_started_wall_ns", int, where),
-                   extra={k: v for k, v in d.items() if k not in known})
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema_version": self.schema_version}
-        for f in fields(self):
-            if f.name in ("schema_version", "extra"):
-                continue
-            value = getattr(self, f.name)
-            if f.name == "cluster":
-                value = value.to_dict() if value != ClusterRecord() else None
-            elif f.name == "workers":
-                value = [w.to_dict() for w in value]
-            elif isinstance(value, tuple):
-                value = list(value)
-            out[f.name] = value if value != {} else None
-        return {**out, **self.extra}
-
-    @property
-    def num_workers(self) -> int:
-        n = self.cluster.num_workers
-        return n if isinstance(n, int) and n > 0 else max(1, len(self.workers))
-
-    @property
-    def chief_index(self) -> int | None:
-        """The chief's task index under ParameterServerStrategy (its process records the epochs)."""
-        return next((w.index for w in self.workers if w.role == "chief"), None)
-
-    def plan(self) -> dict[str, Any]:
-        """What the run's fit said of itself (steps per epoch, parameters): run.json's ``plan``, or a worker's."""
-        return dict(self.extra.get("plan") or next((w.plan for w in self.workers if w.plan), None) or {})
-
-    def worker(self, index: int) -> WorkerRecord | None:
-        return next((w for w in self.workers if w.index == index), None)
+# The run record's types (RunMeta, ClusterRecord, WorkerRecord): perfkit/runmeta.py.
 
 
 def write_run_file(run_dir: Path, meta: dict[str, Any]) -> None:

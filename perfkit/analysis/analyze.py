@@ -205,8 +205,8 @@ def _lost_row(meta: RunMeta) -> dict[str, Any]:
     start-up hook watched TensorFlow's coordinator; NaN where nothing counted them)."""
     died = [w for w in meta.workers if w.died]
     text = ", ".join(f"{w.index} ({w.died.get('signal') or 'exit ' + str(w.died.get('exit_code'))})" for w in died)
-    counted = [w.plan["coordinator"].get("lost_steps") or {} for w in meta.workers
-               if w.plan and isinstance(w.plan.get("coordinator"), dict)]
+    counted = [w.plan.extra["coordinator"].get("lost_steps") or {} for w in meta.workers
+               if w.plan and isinstance(w.plan.extra.get("coordinator"), dict)]
     lost = float(sum(int(n) for c in counted for n in c.values())) if counted else math.nan
     return {"workers_died": text or None, "steps_lost": lost}
 

@@ -105,16 +105,19 @@ def assumption_lines(a: Analysis) -> list[str]:
 
 
 def advice_line(row: Any, a: Analysis) -> str | None:
-    """The first piece of advice that names a change (advice.py), and how many more there are."""
+    """The first piece of advice that names a change (advice/), and how many more there are."""
+    from perfkit.analysis.advice.words import view
+
     adv = a.advice[a.advice["run_id"] == row.run_id] if not a.advice.empty else a.advice
     if adv.empty:
         return None
+    adv = view(adv)
     # the what-if lines already state the straggler's remedy: the first option perfkit can run is news
-    usable = adv[adv["knob"].map(lambda k: present(k) and k.startswith("--"))]
+    usable = adv[adv["option"].map(present)]
     # a change predicted to lose is no advice, whether perfkit can run it or the script must make it
     gaining = [c[c["predicted_speedup"].astype(float) > 1.0] for c in (usable, adv)]
     top = next(c for c in (*gaining, usable, adv) if not c.empty).iloc[0]
-    change = f"try {top.knob}" if present(top.knob) else f"change {top.api}"
+    change = f"try {top.knob}" if present(top.option) else f"change {top.api}"
     span = (f" ({top.predicted_lo:.2f}–{top.predicted_hi:.2f}x)"
             if ok(top.predicted_lo) and ok(top.predicted_hi) and top.predicted_hi != top.predicted_lo else "")
     more = len(adv) - 1

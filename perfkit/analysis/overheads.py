@@ -1,4 +1,4 @@
-"""Two causes of lost speed that are no part of the training's own work (advice.py ranks them), and the
+"""Two causes of lost speed that are no part of the training's own work (advice/ ranks them), and the
 host whose CPU holds every step:
 
 - oversubscribed threads: a host whose workers run more threads (the placement's thread cap per worker,
@@ -21,7 +21,7 @@ host whose CPU holds every step:
 - the CPU-held host (``cpu_held``): the straggler's host, when its workers used at least ``HELD_SHARE`` of
   its cores (its budget, else its declared cores) over the training window. Its steps last as long as its
   workers' CPU per step takes on those cores, so CPU that any of its workers stops using shortens every
-  step of the cluster, also CPU spent on threads the trace shows no op on (advice.py: the metric reductions).
+  step of the cluster, also CPU spent on threads the trace shows no op on (advice/causes.py: the metric reductions).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ class Analysis:
     cpu_timeline: pd.DataFrame  # per run and process: CPU% against seconds since the first step
     ops: pd.DataFrame  # per run: top traced ops by self time
     step_timeline: pd.DataFrame  # per run: the trace window's steps per worker and as equal workers (timeline.py)
-    advice: pd.DataFrame  # per run: causes of lost speed ranked by cost, knob, predicted gain (advice.py)
+    advice: pd.DataFrame  # per run: causes of lost speed ranked by cost, the change, predicted gain (advice/records.py)
     excluded: pd.DataFrame  # run_id, path, reason
     verifications: pd.DataFrame  # per verification run: the what-if it ran, predicted vs measured
     warnings: tuple[str, ...]

@@ -218,7 +218,7 @@ def _run_row(run: SweepRun, a: Any, results_dir: Path) -> dict[str, Any]:
     train_s = float(np.median(steady["train_s"])) if len(steady) else math.nan
     val_s = float(np.median(steady["val_s"])) if len(steady) else math.nan
     samples = float(row["steady_epoch_samples"])
-    steps = int(plan.get("steps_per_epoch") or (samples / gb if gb and samples > 0 else 0)) or math.nan
+    steps = int(plan.steps_per_epoch or (samples / gb if gb and samples > 0 else 0)) or math.nan
     step_s = train_s / steps if steps == steps else math.nan
     epoch_s = float(row["steady_epoch_s"])
     rate = samples / epoch_s if samples > 0 else 1.0 / epoch_s
@@ -232,7 +232,7 @@ def _run_row(run: SweepRun, a: Any, results_dir: Path) -> dict[str, Any]:
             "rss_peak_max_bytes": float(row["rss_peak_max_bytes"]),
             **way_figures(a, run.run_id, meta, way, run.workers), "rate": rate, "speedup": math.nan,
             "clean_step_s": clean.step_s, "clean_step_cv": clean.step_cv, "clean_val_s": clean.val_s,
-            "val_steps": plan.get("validation_steps"), "machine_cores": clean.machine_cores,
+            "val_steps": plan.validation_steps, "machine_cores": clean.machine_cores,
             "worker_cores": clean.worker_cores, "other_cores": clean.other_cores}
 
 

@@ -26,7 +26,8 @@ import pandas as pd
 
 from perfkit.analysis.cpu import CpuSamples
 from perfkit.analysis.summary import final_attempt, training_window
-from perfkit.results import RunMeta, RunRecord, WorkerRecord
+from perfkit.results import RunMeta, RunRecord
+from perfkit.runmeta import WorkerRecord
 
 MIN_STEPS = 3  # fewer clean steps than this: the steady steps are taken as they are
 

@@ -21,7 +21,8 @@ from typing import Any
 import pandas as pd
 
 from perfkit.analysis.summary import first_steps_wall_ns
-from perfkit.results import RunRecord, WorkerRecord
+from perfkit.results import RunRecord
+from perfkit.runmeta import WorkerRecord
 
 COLUMNS = ("worker", "phase", "start_s", "wall_s", "cpu_s")
 IMPORT = "import (fork server)"
@@ -48,8 +49,7 @@ def _fork_server(start: dict[str, Any], started: int | None) -> list[tuple[str, 
 
 def _rows(w: WorkerRecord, started: int, first_step_ns: int | None,
           server: list[tuple[str, int, float]]) -> list[dict[str, Any]]:
-    marks = [p for p in w.phases if isinstance(p.get("t_wall_ns"), int) and isinstance(p.get("state"), str)]
-    ends = [(p["state"], p["t_wall_ns"], float(p.get("cpu_s") or math.nan)) for p in marks]
+    ends = [(p.state, p.t_wall_ns, p.cpu_s if p.cpu_s else math.nan) for p in w.phases]
     if first_step_ns is not None:  # states after the first step (done, calibrating...) are not start-up
         ends = [e for e in ends if e[1] < first_step_ns] + [("", first_step_ns, math.nan)]
     born = int(w.started_wall_ns or 0)

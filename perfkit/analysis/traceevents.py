@@ -27,16 +27,13 @@ import pandas as pd
 
 from perfkit.analysis.load import LoadedRun
 from perfkit.analysis.tracetables import profile_workers
+from perfkit.analysis.tracetracks import (COUNTER_TID, EPOCHS_TID, LINE_TID, STEPS_TID, counter_events, track_names)
 from perfkit.profiler import xplane
 from perfkit.results import RunMeta, RunRecord
 
 DEFAULT_MAX_EVENTS = 1_000_000
 SLICE_COLUMNS = ("pid", "tid", "ts_ns", "dur_ns", "name", "cat", "epoch", "step", "attempt", "samples", "op_type")
 INSTANT_COLUMNS = ("pid", "tid", "ts_ns", "name", "cat", "scope", "detail")
-COUNTER_COLUMNS = ("pid", "tid", "ts_ns", "name", "key", "value")
-TRACK_COLUMNS = ("pid", "tid", "name", "sort_index")  # tid -1: the process track itself
-COUNTER_TID, STEPS_TID, EPOCHS_TID = 0, 1, 2  # tids of every process; 10+k: lane k of overlapping steps
-LINE_TID = 100  # the capture's line i (one OS thread) is tid 100 + i
 _WALL_2001 = 10**18  # ns: a capture without its start time has times from 0, which no wall clock reads
 ALWAYS_KEPT = ("step", "epoch", "validation", "step_marker")  # slice categories the cap never drops
 CAP_RULE = ("at most max_events events (metadata aside): steps, epochs, validation, restarts, counters and Keras "
@@ -63,8 +60,8 @@ class TraceEvents:
     origin_wall_ns: int
     slices: pd.DataFrame  # SLICE_COLUMNS; epoch/step/attempt/samples -1 and op_type "" where not applicable
     instants: pd.DataFrame  # INSTANT_COLUMNS
-    counters: pd.DataFrame  # COUNTER_COLUMNS
-    tracks: pd.DataFrame  # TRACK_COLUMNS
+    counters: pd.DataFrame  # tracetracks.COUNTER_COLUMNS
+    tracks: pd.DataFrame  # tracetracks.TRACK_COLUMNS
     cap: Cap
     workers: tuple[int, ...]  # every worker (task) with a process track; launchers have their own
     traced: tuple[int, ...]  # workers whose traced window is in
@@ -104,7 +101,7 @@ def trace_events(run: LoadedRun, max_events: int = DEFAULT_MAX_EVENTS) -> TraceE
     origin = _origin(steps, epochs, cpu, trace, restarts)
     records = pd.concat([_step_slices(steps, pids, origin), _epoch_slices(epochs, pids, origin)], ignore_index=True)
     instants = _instants(steps, restarts, pids, origin)
-    counters = _counters(cpu, pids, origin)
+    counters = counter_events(cpu, pids, origin)
     trace_slices, cap = _capped(_trace_slices(trace, pids, origin), max_events,
                                 len(records) + len(instants) + len(counters))
     slices = pd.concat([records, trace_slices], ignore_index=True)
@@ -114,7 +111,7 @@ def trace_events(run: LoadedRun, max_events: int = DEFAULT_MAX_EVENTS) -> TraceE
                                      slices["tid"].to_numpy(), slices["pid"].to_numpy()))].reset_index(drop=True)
     why = [n for p in parts for n in p.notes]
     notes = _trace_notes(run, {w for w, _ in trace}, bool(why)) + why
-    tracks = _tracks(run.meta, pids, slices, instants, counters, dict(trace))
+    tracks = track_names(run.meta, pids, slices, instants, counters, dict(trace))
     return TraceEvents(run.run_id, origin, slices, instants, counters, tracks, cap,
                        tuple(sorted(w for w, _ in pids if w >= 0)), tuple(sorted({w for w, _ in trace})),
                        tuple(notes))
@@ -362,60 +359,3 @@ def _instants(steps: pd.DataFrame, restarts: list[dict], pids: dict[tuple[int, s
                          f"first step of attempt {int(f.attempt)}: epoch {int(f.epoch)} step {int(f.step)}"))
     return pd.DataFrame(rows, columns=list(INSTANT_COLUMNS)).astype({"pid": "int64", "tid": "int64",
                                                                      "ts_ns": "int64"})
-
-
-def _counters(cpu: pd.DataFrame, pids: dict[tuple[int, str], int], origin: int) -> pd.DataFrame:
-    """CPU% and RSS of each sampled process, on its worker's (or launcher's) track; a worker with several
-    processes (children) gets one counter per process, named by its OS pid."""
-    if cpu.empty:
-        return pd.DataFrame({c: pd.Series(dtype="int64" if c in ("pid", "tid", "ts_ns") else "float64"
-                                          if c == "value" else object) for c in COUNTER_COLUMNS})
-    worker = cpu["worker"].astype("int64")
-    key = [(int(w), "" if w >= 0 else str(h)) for w, h in zip(worker, cpu["host"])]
-    track = pd.Series([pids[k] for k in key], index=cpu.index)
-    several = cpu.groupby(track)["pid"].transform("nunique") > 1
-    suffix = np.where(several, " pid " + cpu["pid"].astype("int64").astype(str), "")
-    frames, ts = [], cpu["t_ns"].astype("int64") - origin
-    for name, unit, col in (("CPU", "percent", "cpu_percent"), ("RSS", "bytes", "rss_bytes")):
-        value = cpu[col].astype("float64")
-        ok = np.isfinite(value.to_numpy())  # JSON has no NaN: a sample without a value is left out
-        frames.append(pd.DataFrame({"pid": track[ok], "tid": COUNTER_TID, "ts_ns": ts[ok],
-                                    "name": (name + pd.Series(suffix, index=cpu.index))[ok], "key": unit,
-                                    "value": value[ok]}))
-    out = pd.concat(frames, ignore_index=True)
-    return out.sort_values(["pid", "name", "ts_ns"], kind="stable", ignore_index=True)
-
-
-def _tracks(meta: RunMeta, pids: dict[tuple[int, str], int], slices: pd.DataFrame, instants: pd.DataFrame,
-            counters: pd.DataFrame, captures: dict[int, xplane.CaptureEvents]) -> pd.DataFrame:
-    """A name for every process and every (pid, tid) an event uses."""
-    hosts = {**{i: h for i, h in meta.cluster.host_of().items()},
-             **{w.index: w.host for w in meta.workers if w.host}}
-    roles = {w.index: w.role for w in meta.workers}
-    rows = []
-    for (w, host), pid in pids.items():
-        role = roles.get(w) or "worker"
-        role = "worker" if role in ("worker", "trainer") else role
-        name = f"launcher ({host})" if w < 0 else f"{role} {w} ({hosts.get(w) or '?'})"
-        rows.append((pid, -1, name, pid))
-    worker_of = {pid: w for (w, _), pid in pids.items()}
-    lines = {w: (c.lines, set(c.events.loc[c.events["epoch"] >= 0, "line"].tolist())) for w, c in captures.items()}
-    used = pd.concat([df[["pid", "tid"]] for df in (slices, instants, counters)]).drop_duplicates()
-    for pid, tid in sorted(map(tuple, used.to_numpy("int64").tolist())):
-        rows.append((pid, tid, *_thread(tid, *lines.get(worker_of.get(pid, -1), ((), set())))))
-    return pd.DataFrame(rows, columns=list(TRACK_COLUMNS))
-
-
-def _thread(tid: int, names: tuple[str, ...], main: set[int]) -> tuple[str, int]:
-    """A thread track's name and sort index: steps, epochs, then the capture's threads (the Python main
-    thread, which holds the step markers, first), numbered where one name has several lines."""
-    fixed = {COUNTER_TID: "counters", STEPS_TID: "steps", EPOCHS_TID: "epochs"}
-    if tid in fixed:
-        return fixed[tid], tid
-    if tid < LINE_TID:
-        return f"steps (overlapping, lane {tid - 10 + 1})", tid
-    line = tid - LINE_TID
-    name = names[line] if line < len(names) else f"thread {line}"
-    nth = names[:line].count(name)
-    return (f"{name} #{nth + 1}" if nth else name), (LINE_TID - 1 if line in main else tid)
-

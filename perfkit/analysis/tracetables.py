@@ -40,7 +40,7 @@ TRACE_STEP_COLUMNS = ("worker", "epoch", "step", "step_s", "compute_s", "collect
 TRACE_OP_COLUMNS = ("worker", "name", "count", "total_s")
 # Columns the parser added in version 2; tables of version 1 lack them (NaN when read: unknown).
 V2_COLUMNS = ("collective_total_s", "overlap_s", "collectives", "allreduce_max_s")
-# Added in version 3 (the idle gaps of a chain of collectives, advice.py); NaN in older tables.
+# Added in version 3 (the idle gaps of a chain of collectives, advice/); NaN in older tables.
 V3_COLUMNS = ("collective_gaps_s",)
 LATER_COLUMNS = V2_COLUMNS + V3_COLUMNS  # what a table of an older parser may lack
 

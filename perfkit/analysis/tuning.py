@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfkit.analysis.advice import in_combination
+from perfkit.analysis.advice import Advice, in_combination
 from perfkit.analysis.analyze import analyze
 from perfkit.analysis.result import Analysis
 from perfkit.errors import PerfkitError
@@ -144,20 +144,16 @@ def _speed_outcome(measured: float, noise: float) -> str:
     return f"no gain (within {noise:.0%} of the default)"
 
 
-def predictions(advice: pd.DataFrame) -> dict[str, tuple[float, float, float]]:
-    """Each advised perfkit option ("--metrics minimal") -> its predicted speedup, low and high."""
-    return {str(r.knob): (float(r.predicted_speedup), float(r.predicted_lo), float(r.predicted_hi))
-            for r in advice.itertuples(index=False)}
-
-
-def combined_prediction(parts: Sequence[str], predicted: dict[str, tuple[float, float, float]]
-                        ) -> tuple[float, float, float]:
-    """Changes tried together: their epoch savings added (each 1 - 1/speedup of the epoch), a saving two of
-    them claim counted once (advice.py: ``in_combination``)."""
-    rows = [in_combination(p, parts, predicted.get(p, (math.nan,) * 3)) for p in parts]
+def predicted_for(advice: Sequence[Advice]) -> tuple[float, float, float]:
+    """The (speedup, low, high) predicted for changes tried together (none: NaN): their epoch savings added
+    (each 1 - 1/speedup of the epoch), a saving two of them claim counted once (``in_combination``)."""
+    if not advice:
+        return math.nan, math.nan, math.nan
+    kinds = [a.kind for a in advice]
+    parts = [in_combination(a.kind, kinds, a.predicted) for a in advice]
     out = []
-    for i in range(3):
-        left = 1 - sum(1 - 1 / r[i] for r in rows)
+    for name in ("speedup", "lo", "hi"):
+        left = 1 - sum(1 - 1 / getattr(p, name) for p in parts)
         out.append(1 / left if left > 0 else math.nan)
     return out[0], out[1], out[2]
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from perfkit.config import PRESETS
 from perfkit.machine import machine_info, versions
 from perfkit.results import utc_now, write_json
-from perfkit.trainer.rounds import turned
+from perfkit.trainer.rounds import rounds
 
 T = TypeVar("T")
 PERFKIT = (sys.executable, "-m", "perfkit")
@@ -196,11 +196,10 @@ def interleave(arms: dict[str, Callable[[int], T]], repeats: int,
     """
     out: dict[str, list[T]] = {name: [] for name in arms}
     names = list(arms)
-    for i in range(repeats):
-        for name in (turned(names, i) if rotate else names):
-            if log:
-                log(f"[{i + 1}/{repeats}] {name}")
-            out[name].append(arms[name](i))
+    for i, name in rounds(names, repeats, rotate):
+        if log:
+            log(f"[{i + 1}/{repeats}] {name}")
+        out[name].append(arms[name](i))
     return out
 
 

@@ -4,7 +4,6 @@ combined, and report each one's predicted gain against its measured gain (perfki
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -61,15 +60,10 @@ def _report(result: Any, results_dir: Path) -> None:
 
     from perfkit.analysis.analyze import analyze
     from perfkit.analysis.renderers import RenderOptions, console
-    from perfkit.analysis.tuning import TriedRuns, combined_prediction, predictions, tried_table, tuned_run
+    from perfkit.analysis.tuning import TriedRuns, predicted_for, tried_table, tuned_run
     from perfkit.results import utc_now, write_json
-    from perfkit.trainer.tune import COMBINED
 
-    predicted = predictions(result.advice)
-    runs = [TriedRuns(t.change, t.runs, t.failed,
-                      combined_prediction([p.strip() for p in t.change.split(": ", 1)[1].split(",")], predicted)
-                      if t.change.startswith(COMBINED) else predicted.get(t.change, (math.nan,) * 3))
-            for t in result.tried]
+    runs = [TriedRuns(t.change, t.runs, t.failed, predicted_for(t.advice)) for t in result.tried]
     table, _ = tried_table(result.baseline, runs, results_dir)
     tuned = tuned_run(table) or result.default_run.name
     out = results_dir / "tune" / f"tune-{utc_now().replace(':', '').replace('-', '').split('.')[0]}Z.json"

@@ -17,17 +17,16 @@ import logging
 import math
 import threading
 import time
-from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import psutil
 
 from perfkit.errors import UsageError
+from perfkit.profiler.columns import Columns
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +47,6 @@ SYSTEM_DTYPES: dict[str, str] = {"t_ns": "int64", "core": "int32", "busy_percent
 CHILDREN_REFRESH_S = 2.0
 # stop() waits one interval (a tick in progress) plus this for the thread before giving up on it.
 JOIN_GRACE_S = 5.0
-
-_TYPECODES = {"int64": "q", "int32": "i", "float64": "d"}
-
 
 @dataclass(frozen=True)
 class Target:
@@ -84,34 +80,6 @@ class _Tracked:
     primed: bool = False
 
 
-class _Columns:
-    """Append-only column store: a typed array (or list, for text) per column, one DataFrame at the end."""
-
-    def __init__(self, dtypes: Mapping[str, str]) -> None:
-        self._dtypes = dict(dtypes)
-        self._data: dict[str, Any] = {
-            name: array(_TYPECODES[dtype]) if dtype in _TYPECODES else [] for name, dtype in dtypes.items()
-        }
-
-    def extend(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        if rows:
-            for column, values in zip(self._data.values(), zip(*rows)):
-                column.extend(values)
-
-    def copy(self) -> _Columns:
-        new = _Columns(self._dtypes)
-        new._data = {name: column[:] for name, column in self._data.items()}
-        return new
-
-    def to_frame(self) -> pd.DataFrame:
-        series = {}
-        for name, column in self._data.items():
-            dtype = self._dtypes[name]
-            values = np.asarray(column, dtype=dtype) if isinstance(column, array) else column
-            series[name] = pd.Series(values, dtype=dtype)
-        return pd.DataFrame(series)
-
-
 class Sampler:
     """Samples CPU%, RSS and thread count of watched processes (and their children) every ``interval`` s.
 
@@ -139,8 +107,8 @@ class Sampler:
         self._result: SamplerResult | None = None
         # Shared with the thread, guarded by _lock.
         self._targets: dict[int, Target] = {t.pid: t for t in targets}
-        self._cpu_rows = _Columns(CPU_DTYPES)
-        self._system_rows = _Columns(SYSTEM_DTYPES)
+        self._cpu_rows = Columns(CPU_DTYPES)
+        self._system_rows = Columns(SYSTEM_DTYPES)
         self._latest: dict[int, float] = {}
         self._samples = 0
         self._missed = 0

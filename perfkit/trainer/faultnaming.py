@@ -8,7 +8,6 @@ kept apart so that the launcher's own module holds starting, watching and stoppi
 from __future__ import annotations
 
 import signal
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +32,12 @@ class FaultNaming:
         running = self._watched()
         if not running:
             return None
-        quiet = self.progress.quiet(time.monotonic())
+        quiet = self.progress.quiet(self.clock.monotonic())
         limit, how = self.progress.limit()
         if quiet <= limit:
             return None
         seen = [self._seen(w) for w in running]
-        found = hang.diagnose(seen, time.time_ns())
+        found = hang.diagnose(seen, self.clock.time_ns())
         ceiling = self.hang_timeout if self.hang_timeout is not None else hang.CEILING_S
         if found is None and any(hang.busy(x) for x in seen) and quiet <= max(limit, ceiling):
             return None  # a worker computes outside a collective: slow, not hung
@@ -134,7 +133,7 @@ class FaultNaming:
         ~13 s): the live peer that stopped or is stuck is the cause; or, every worker alive until then and
         waiting, the link between their hosts."""
         live = [self._seen(w) for w in self.workers if w.proc is not None and w.proc.poll() is None]
-        found = hang.diagnose(live, time.time_ns())
+        found = hang.diagnose(live, self.clock.time_ns())
         if found is not None:
             return Failure("failed", f"{found.text}; {waited}", {**details, **found.details})
         lost = lost_links(self.env, self.cluster) if self.env is not None else []
@@ -154,8 +153,8 @@ def is_consequence(error: str | None) -> bool:
     """An error that a worker gets because a peer went away, not a cause of its own. DeadlineExceededError:
     the coordination service's heartbeat to a peer timed out (a cut link: "Collective ops is aborted by:
     Deadline Exceeded", whose first line status.json keeps is only "Graph execution error"). AbortedError: the
-    coordination service aborted the collectives, e.g. a survivor starved of CPU beside a stuck peer (CI
-    2026-12-04: a survivor's "AbortedError" was named instead of the peer stuck on a lock)."""
+    coordination service aborted the collectives, e.g. a survivor starved of CPU beside a peer stuck on a
+    lock, whose AbortedError would otherwise be named instead of the stuck peer."""
     low = (error or "").lower()
     return any(k in low for k in ("unavailableerror", "deadlineexceedederror", "aborted"))
 

@@ -10,11 +10,11 @@ dies still fails the run (the job cannot go on without either), and so does the 
 from __future__ import annotations
 
 import signal
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from perfkit.cluster import ClusterSpec
+from perfkit.trainer.clock import SYSTEM, Clock
 
 
 @dataclass
@@ -22,6 +22,7 @@ class LostWorkers:
     """The workers of a ParameterServerStrategy cluster that died while the run went on."""
 
     cluster: ClusterSpec
+    clock: Clock = SYSTEM
     died: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def survivable(self, index: int) -> bool:
@@ -36,7 +37,7 @@ class LostWorkers:
     def record(self, index: int, name: str, code: int, error: str | None) -> str:
         """Keep the death; the warning that names it."""
         self.died[index] = {"exit_code": code, "signal": signal.Signals(-code).name if code < 0 else None,
-                            "at_wall_ns": time.time_ns(), "error": error}
+                            "at_wall_ns": self.clock.time_ns(), "error": error}
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         return (f"{name} {how}{f': {error}' if error else ''}; the run goes on: TensorFlow's coordinator runs its "
                 f"steps on the other workers (docs/ps-mode.md#faults)")

@@ -25,6 +25,7 @@ from perfkit.events import NullObserver, Observer
 from perfkit._started import begin_run
 from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, Target
+from perfkit.runmeta import fit_plan
 from perfkit.profiler.tracewindow import finish_traces
 from perfkit.results import RUN_FILE, RunDir, new_run_id
 from perfkit.trainer.hosts.hostenv import HostEnv
@@ -221,9 +222,9 @@ def _finish(run: RunDir, profile_spec: str, env: HostEnv, launcher: Launcher, sa
     if lost:
         failure = _disk_failure(failure, lost[0], {"not_written": lost})
     status = "complete" if failure is None else failure.status
-    workers = launcher.worker_records()
-    # perfkit's own workers say their fit's plan (batches and executions per epoch), as single mode does.
-    plan = next((w["plan"] for w in workers if w.get("plan") and "executions_per_epoch" in w["plan"]), None)
+    records = launcher.worker_records()
+    workers = [w.to_dict() for w in records]
+    plan = fit_plan(records)  # perfkit's own workers say their fit's plan, as single mode does
     try:
         run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
                    failure=failure.details if failure else None, workers=workers, **({"plan": plan} if plan else {}),

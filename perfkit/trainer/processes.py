@@ -21,7 +21,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +31,9 @@ from perfkit.cluster import ClusterSpec
 from perfkit.events import Observer
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.results import RunDir, write_json
+from perfkit.runmeta import WorkerRecord
 from perfkit.trainer import hang, teardown
+from perfkit.trainer.clock import SYSTEM, Clock
 from perfkit.trainer.faultnaming import Failure, FaultNaming
 from perfkit.trainer.lostworkers import LostWorkers
 from perfkit.trainer.forkserver import Adopted, ForkServer, worker_env
@@ -81,8 +82,8 @@ class PerfkitWorker:
 class Launcher(FaultNaming):
     def __init__(self, run: RunDir, cluster: ClusterSpec, placements: list[Placement], env: HostEnv | None,
                  sampler: Sampler, observer: Observer, connect_timeout: float, hang_timeout: float | None = None,
-                 spawn: Any = None, forks: ForkServer | None = None) -> None:
-        self.run, self.cluster, self.env = run, cluster, env
+                 spawn: Any = None, forks: ForkServer | None = None, clock: Clock = SYSTEM) -> None:
+        self.run, self.cluster, self.env, self.clock = run, cluster, env, clock
         self.spawn = spawn or PerfkitWorker()  # or a user's command (perfkit.trainer.command.UserCommand)
         self.forks = forks if getattr(self.spawn, "forkable", False) else None
         self.sampler, self.observer, self.connect_timeout = sampler, observer, connect_timeout
@@ -96,7 +97,7 @@ class Launcher(FaultNaming):
         self._epochs_shown = 0
         self._chief_seen, self._probed = False, 0.0  # a part of a ps cluster without its chief
         self.ends = teardown.Ends()  # each worker's last step to its exit (trainer/teardown.py)
-        self.lost = LostWorkers(cluster)  # ParameterServerStrategy workers that died while the run went on
+        self.lost = LostWorkers(cluster, clock)  # ParameterServerStrategy workers that died while the run went on
 
     # -- one attempt -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -127,14 +128,14 @@ class Launcher(FaultNaming):
 
     def _new_progress(self) -> hang.Progress:
         if self.spawn.forms_cluster:
-            return hang.Progress(self.hang_timeout, self.connect_timeout)
+            return hang.Progress(self.hang_timeout, self.connect_timeout, last=self.clock.monotonic())
         # One process alone keeps no peer waiting: a pause of its own is not called a hang before the ceiling.
-        return hang.Progress(self.hang_timeout or hang.CEILING_S, hang.CEILING_S)
+        return hang.Progress(self.hang_timeout or hang.CEILING_S, hang.CEILING_S, last=self.clock.monotonic())
 
     def wait(self) -> Failure | None:
         """Until every worker exited 0 (None) or something went wrong (the Failure)."""
         # One process alone forms no cluster: nothing to wait for but its exit (and its progress).
-        deadline = time.monotonic() + self.connect_timeout if self.spawn.forms_cluster else 0.0
+        deadline = self.clock.monotonic() + self.connect_timeout if self.spawn.forms_cluster else 0.0
         while True:
             self._read_statuses()
             failure = self._dead_worker()
@@ -144,7 +145,7 @@ class Launcher(FaultNaming):
                 return self._chief_alone() if deadline else None
             if deadline and all(self._joined(w) for w in self.workers) and self._chief_up():
                 deadline = 0.0
-            if deadline and time.monotonic() > deadline:
+            if deadline and self.clock.monotonic() > deadline:
                 return self._not_formed()
             if not deadline and self._past_steps():
                 if self._overdue():
@@ -153,7 +154,7 @@ class Launcher(FaultNaming):
                 hung = self._hung()
                 if hung is not None:
                     return hung
-            time.sleep(POLL_S)
+            self.clock.sleep(POLL_S)
 
     def _past_steps(self) -> bool:
         """Every running watched worker ran its last step: only their exits are left (teardown.py), which
@@ -168,7 +169,7 @@ class Launcher(FaultNaming):
             return True
         if not (self.progress.started and any(w.proc is not None and w.proc.poll() == 0 for w in self._finishing())):
             return False
-        now_mono, now_wall = time.monotonic(), time.time_ns()
+        now_mono, now_wall = self.clock.monotonic(), self.clock.time_ns()
         for w in running:  # their last step: when their progress last moved
             moved = self.progress.moved.get(w.index, now_mono)
             self.ends.assume_ended(w.index, now_wall - int((now_mono - moved) * 1e9))
@@ -176,7 +177,7 @@ class Launcher(FaultNaming):
 
     def _overdue(self) -> bool:
         """Workers past their steps that did not exit in time are stopped (the run stays complete)."""
-        now = time.time_ns()
+        now = self.clock.time_ns()
         late = self.ends.overdue([self._seen(w) for w in self._watched()], now)
         if not late:
             return False
@@ -202,9 +203,9 @@ class Launcher(FaultNaming):
             return all(self._ended_well(w) for w in mine)
         # A host of a ps cluster that runs only servers: done once the chief, seen up, is gone.
         chief = self.cluster.chief
-        if chief is None or time.monotonic() - self._probed < 2.0:
+        if chief is None or self.clock.monotonic() - self._probed < 2.0:
             return False
-        self._probed = time.monotonic()
+        self._probed = self.clock.monotonic()
         up = not unreachable([chief], timeout=1.0)
         self._chief_seen = self._chief_seen or up
         return self._chief_seen and not up
@@ -263,7 +264,7 @@ class Launcher(FaultNaming):
         for w in self.workers:  # their last word (a server's "stopped") for run.json
             w.status = self._status_file(w.index) or w.status
             self.ends.observe(w.index, w.status, self._beats.get(w.index), w.proc.poll() if w.proc else None,
-                              time.time_ns())
+                              self.clock.time_ns())
 
     def interrupt(self, grace: float = STOP_GRACE_S + 2) -> None:
         """Stop every worker so that it saves what it recorded: SIGINT (a worker turns it into
@@ -280,17 +281,17 @@ class Launcher(FaultNaming):
             _signal(proc, sig)
             if also is not None:
                 _signal(proc, also)
-        end, left = time.monotonic() + grace, []
+        end, left = self.clock.monotonic() + grace, []
         for proc in running:
             try:
-                proc.wait(timeout=max(0.1, end - time.monotonic()))
+                proc.wait(timeout=max(0.1, end - self.clock.monotonic()))
             except subprocess.TimeoutExpired:
                 left.append(proc)
         return left
 
     # -- observation ---------------------------------------------------------------------------------
     def _read_statuses(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         cpu = self.sampler.latest() if not self.spawn.reports else {}
         watched = [w.index for w in self._watched()]
         for w in self.workers:
@@ -304,7 +305,7 @@ class Launcher(FaultNaming):
             if status is not None:
                 w.status = status
             code = w.proc.poll() if w.proc is not None else None
-            self.ends.observe(w.index, w.status, self._beats.get(w.index), code, time.time_ns())
+            self.ends.observe(w.index, w.status, self._beats.get(w.index), code, self.clock.time_ns())
             if status is None:
                 continue  # not written yet, or being replaced this instant
             if w.status.get("t_wall_ns") != self._last_seen.get(w.index):
@@ -360,18 +361,16 @@ class Launcher(FaultNaming):
         where = f"({spec.host} {spec.endpoint})"
         return f"{index} {where}" if not self.cluster.is_ps else f"{spec.name} {where}"
 
-    def worker_records(self) -> list[dict[str, Any]]:
-        return [{"index": w.index, "host": w.placement.host, "pid": w.proc.pid if w.proc else None,
-                 "role": self.cluster.tasks[w.index].role, "task": self.cluster.tasks[w.index].task_index,
-                 "endpoint": self.cluster.tasks[w.index].endpoint,
-                 "cores": w.placement.cores, "threads": w.placement.threads,
-                 "anchor_wall_ns": w.status.get("anchor_wall_ns"), "anchor_mono_ns": w.status.get("anchor_mono_ns"),
-                 "exit_code": w.proc.returncode if w.proc else None, "state": w.status.get("state"),
-                 "profile": w.status.get("profile"), "calibration": w.status.get("calibration"),
-                 "plan": w.status.get("plan"), "started_wall_ns": w.status.get("started_wall_ns"),
-                 "phases": w.status.get("phases"), "teardown": self.ends.record(w.index),
-                 "died": self.lost.of(w.index)}
-                for w in self.workers]
+    def worker_records(self) -> list[WorkerRecord]:
+        out = []
+        for w in self.workers:
+            task = self.cluster.tasks[w.index]
+            out.append(WorkerRecord.reported(
+                w.index, w.status, host=w.placement.host, pid=w.proc.pid if w.proc else None, role=task.role,
+                endpoint=task.endpoint, exit_code=w.proc.returncode if w.proc else None,
+                teardown=self.ends.record(w.index), died=self.lost.of(w.index), task=task.task_index,
+                cores=w.placement.cores, threads=w.placement.threads))
+        return out
 
     def end_notes(self) -> list[str]:
         """Warnings about the workers' exits after their last step (slow, stopped, killed)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from perfkit.profiler.sampler import Sampler, SamplerResult, Target
 from perfkit.profiler.steps import StepLog
 from perfkit.profiler.tracewindow import CaptureTarget, finish_traces
 from perfkit.results import RunDir, new_run_id
+from perfkit.runmeta import WorkerRecord
 from perfkit.workloads import WorkloadInfo, info, preflight, prepare_workload, resolve
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def _train(cfg: RunConfig, workload: Any, run: RunDir, sampler: Sampler, steplog
                 capture=CaptureTarget(run.path, session=run.path.name, host_name=f"{host}-w0"),
                 scalars_dir=run.path / "tensorboard" / "w0", on_capture=lambda r: captures.update({"0": r}))
             fit(cfg, workload, strategy, steplog, observer, cpu=lambda: sampler.latest().get(0),
-                on_plan=lambda plan: run.update(plan=asdict(plan)), instruments=instruments,
+                on_plan=lambda plan: run.update(plan=plan.to_dict()), instruments=instruments,
                 after_fit=lambda model: _calibrate(run, strategy, model, observer) if info.replicas > 1 else None)
             return "complete", None, None
         except KeyboardInterrupt:
@@ -119,8 +119,8 @@ def _save(run: RunDir, steplog: StepLog, sampled: SamplerResult, status: str, er
 
 
 def _worker_meta(index: int, host: str, steplog: StepLog) -> dict[str, Any]:
-    return {"index": index, "host": host, "pid": os.getpid(), "role": "trainer",
-            "anchor_wall_ns": steplog.anchor.wall_ns, "anchor_mono_ns": steplog.anchor.mono_ns}
+    return WorkerRecord.reported(index, {}, host=host, pid=os.getpid(), role="trainer",
+                                 anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns).to_dict()
 
 
 def _initial_meta(cfg: RunConfig, data_info: dict[str, Any], workload: WorkloadInfo, host: str) -> dict[str, Any]:

@@ -55,7 +55,7 @@ def supervise(launcher: Launcher, max_restarts: int, write_launch: Any, recover_
             spec, retries = _retry_spec(launcher, failure, retries)
         restarts.append({"attempt": attempt, "after": failure.message, "t_wall_ns": time.time_ns(),
                          "profiler_crash": crash, "profile_steps": spec,
-                         "profiles": {str(w["index"]): w["profile"] for w in launcher.worker_records()}})
+                         "profiles": {str(w.index): w.profile for w in launcher.worker_records()}})
         why = (f"inside TensorFlow's profiler; tracing steps {spec} again" if crash and spec != "off" else
                "inside TensorFlow's profiler; resuming without profiling" if crash else
                f"restart {used} of {max_restarts}")

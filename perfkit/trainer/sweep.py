@@ -30,9 +30,9 @@ from perfkit.errors import PerfkitError, RunInterrupted, UsageError
 from perfkit.results import load_meta, utc_now
 from perfkit.trainer.hosts.cpubudget import available_cores
 from perfkit.trainer.multi import MultiOptions
-from perfkit.trainer.rounds import turned
+from perfkit.trainer.rounds import rounds
 
-Train = Callable[[RunConfig, "MultiOptions | None", str], Path]  # (config, cluster, run id) -> run directory
+TrainRun = Callable[[RunConfig, "MultiOptions | None", str], Path]  # (config, cluster, its run id) -> run directory
 Options = Callable[[int, str], "MultiOptions | None"]  # (count, way) -> its cluster (None: in this process)
 SCALINGS = ("strong", "weak")
 WAYS = ("replicas", "workers", "ps")
@@ -170,7 +170,7 @@ def new_record(cfg: RunConfig, p: SweepPlan, sweep_id: str) -> SweepRecord:
                        p.reference, utc_now(), ways=p.ways)
 
 
-def sweep(cfg: RunConfig, p: SweepPlan, results_dir: Path, train: Train, options: Options,
+def sweep(cfg: RunConfig, p: SweepPlan, results_dir: Path, train: TrainRun, options: Options,
           say: Callable[[str], None], stamp: str, split_cpu: Callable[[int], int] | None = None) -> Path:
     """Run the sweep; returns its directory (``results_dir/sweep-<stamp>[-label]``, holding sweep.json).
     ``split_cpu``: sets this process's logical CPU devices up before TensorFlow fixes them (default:
@@ -187,10 +187,9 @@ def sweep(cfg: RunConfig, p: SweepPlan, results_dir: Path, train: Train, options
     record.save(sweep_dir)
     order = p.order()
     total = p.repeats * len(order)
-    for round_ in range(1, p.repeats + 1):
-        for k, (n, way) in enumerate(turned(order, round_ - 1)):
-            say(f"[{(round_ - 1) * len(order) + k + 1}/{total}] round {round_}: {_what(n, way)}")
-            record = _one(record, sweep_dir, cfg, p, n, way, round_, stamp, train, options)
+    for k, (r, (n, way)) in enumerate(rounds(order, p.repeats)):
+        say(f"[{k + 1}/{total}] round {r + 1}: {_what(n, way)}")
+        record = _one(record, sweep_dir, cfg, p, n, way, r + 1, stamp, train, options)
     record = replace(record, status="complete" if any(r.status == "complete" for r in record.runs) else "failed",
                      ended=utc_now())
     record.save(sweep_dir)
@@ -212,7 +211,7 @@ def _what(n: int | None, way: str | None) -> str:
 
 
 def _one(record: SweepRecord, sweep_dir: Path, cfg: RunConfig, p: SweepPlan, n: int | None, way: str | None,
-         round_: int, stamp: str, train: Train, options: Options) -> SweepRecord:
+         round_: int, stamp: str, train: TrainRun, options: Options) -> SweepRecord:
     """One run of the sweep, recorded before it starts and after it ends; a failed run is recorded and the
     sweep goes on, an interrupted one ends the sweep (its record says so)."""
     c = config_for(cfg, p, n, way or "workers")
@@ -243,7 +242,7 @@ def _one(record: SweepRecord, sweep_dir: Path, cfg: RunConfig, p: SweepPlan, n: 
 def _gradient_bytes(run: Path) -> float | None:
     """The model's parameters as float32 gradient bytes (what each step all-reduces), from run.json's plan."""
     try:
-        params = load_meta(run).plan().get("params")
+        params = load_meta(run).plan().params
     except PerfkitError:
         return None
     return float(params) * 4 if params else None

@@ -1,7 +1,7 @@
 """``perfkit tune``: the advice of a multi-worker configuration, tried.
 
 It runs the single-machine baseline and the configuration as given (the default), reads the default's
-advice (``analysis/advice.py``), and runs the top K pieces of advice that are perfkit options, one at a time
+advice (``analysis/advice/``), and runs the top K pieces of advice that are perfkit options, one at a time
 on the same configuration, then the combination of those that gained, each of its rounds with one more
 default run. With repeats, every round runs the
 default and each change in turn, the order turned one place each round (``rounds.py``), so that drift of
@@ -15,49 +15,53 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
-from perfkit.config import KNOB_FLAGS, Knobs, Mode, RunConfig, sanitize_id
+from perfkit.analysis.advice import Advice, advice_of
+from perfkit.analysis.advice.words import change_text
+from perfkit.config import Knobs, Mode, RunConfig, sanitize_id
 from perfkit.errors import PerfkitError
 from perfkit.trainer.multi import MultiOptions
-from perfkit.trainer.rounds import turned
+from perfkit.trainer.rounds import rounds
 
 DEFAULT = "default"
 COMBINED = "combined"
-FIELD_OF_FLAG = {flag: name for name, flag in KNOB_FLAGS.items()}
 
-Train = Callable[[RunConfig, "MultiOptions | None", str], Path]  # (config, cluster, what) -> run directory
+TrainChange = Callable[[RunConfig, "MultiOptions | None", str], Path]  # (config, cluster, the change tried) -> run dir
 
 
 @dataclass(frozen=True)
-class Tried:
-    """One change and the runs that tried it (several with repeats); ``failed`` holds each failure's error."""
+class Trial:
+    """One configuration tune runs: the default (no advice), one piece of advice, or several combined, and
+    the runs that tried it (several with repeats); ``failed`` holds each failure's error."""
 
-    change: str  # "default", a knob flag with its value ("--metrics minimal"), or "combined"
-    knobs: dict[str, Any]
+    advice: tuple[Advice, ...] = ()
     runs: tuple[Path, ...] = ()
     failed: tuple[str, ...] = ()
+
+    @property
+    def change(self) -> str:
+        """Its name in the progress, the run labels and the table: "default", the flag, or "combined: ..."."""
+        flags = [str(change_text(a.change)) for a in self.advice]
+        if not flags:
+            return DEFAULT
+        return flags[0] if len(flags) == 1 else f"{COMBINED}: {', '.join(flags)}"
+
+    def knobs(self, base: Knobs) -> Knobs:
+        """``base`` with every change of its advice made (each checked as its flag would be)."""
+        for a in self.advice:
+            base = a.change.knobs(base) if a.change is not None else base
+        return base
 
 
 @dataclass(frozen=True)
 class TuneResult:
     baseline: Path
     default_run: Path  # the first default run: the advice was read from it
-    advice: Any  # its advice table (DataFrame)
-    tried: tuple[Tried, ...] = field(default_factory=tuple)
+    advice: tuple[Advice, ...]  # its advice, ranked
+    tried: tuple[Trial, ...] = field(default_factory=tuple)
 
 
-def knob_change(flag_text: str) -> dict[str, Any] | None:
-    """'--metrics minimal' -> {'metrics': 'minimal'}; None for advice that is not one perfkit option."""
-    flag, _, value = str(flag_text).partition(" ")
-    name = FIELD_OF_FLAG.get(flag)
-    if name is None or not value:
-        return None
-    knobs = Knobs.from_dict({name: int(value) if value.isdigit() else value})  # checked like the flag
-    return {name: getattr(knobs, name)}
-
-
-def tune(cfg: RunConfig, opts: MultiOptions, results_dir: Path, train: Train, top: int, repeats: int,
+def tune(cfg: RunConfig, opts: MultiOptions, results_dir: Path, train: TrainChange, top: int, repeats: int,
          say: Callable[[str], None]) -> TuneResult:
     """Baseline, default, then the top ``top`` options of its advice and their combination, ``repeats``
     rounds each (the default once more per extra round, and once in each round of the combination)."""
@@ -67,22 +71,22 @@ def tune(cfg: RunConfig, opts: MultiOptions, results_dir: Path, train: Train, to
     baseline = train(replace(cfg, mode=Mode.single, knobs=Knobs(), label=_label(cfg, "baseline")), None,
                      "baseline")
     say("the configuration as given (default)")
-    first = train(_with(cfg, {}, DEFAULT), opts, DEFAULT)
+    first = train(_with(cfg, Trial()), opts, DEFAULT)
     analysis = analyze([baseline, first], results_dir, baseline.name)
-    advice = analysis.advice[analysis.advice["run_id"] == first.name] if not analysis.advice.empty else analysis.advice
-    changes = [(str(k), c) for k in advice["knob"] for c in [knob_change(k)] if c is not None][:top]
-    tried = {DEFAULT: Tried(DEFAULT, {}, (first,))} | {k: Tried(k, c) for k, c in changes}
-    for round_ in range(repeats):  # the first default ran already; later rounds turn the order (rounds.py)
-        for change, knobs in (turned([(DEFAULT, {})] + changes, round_) if round_ else changes):
-            tried[change] = _try(tried[change], cfg, opts, train, say, f"{change} (round {round_ + 1}/{repeats})")
-    gains = [t for t in tried.values() if t.change != DEFAULT and _gained(t, tried[DEFAULT], results_dir)]
+    table = analysis.advice[analysis.advice["run_id"] == first.name] if not analysis.advice.empty else analysis.advice
+    advice = tuple(advice_of(r) for r in table.itertuples(index=False))
+    changes = [Trial((a,)) for a in advice if a.change is not None and a.change.is_knob][:top]
+    tried = {DEFAULT: Trial(runs=(first,))} | {t.change: t for t in changes}
+    for r, key in rounds([DEFAULT] + [t.change for t in changes], repeats):
+        if (r, key) != (0, DEFAULT):  # the first round's default ran already: its advice was read from it
+            tried[key] = _try(tried[key], cfg, opts, train, say, f"{key} (round {r + 1}/{repeats})")
+    gains = [t for t in tried.values() if t.advice and _gained(t, tried[DEFAULT], results_dir)]
     if len(gains) > 1:
-        both = {k: v for t in gains for k, v in t.knobs.items()}
-        tried[COMBINED] = Tried(COMBINED + ": " + ", ".join(t.change for t in gains), both)
-        for round_ in range(repeats):  # with the default again, so drift since the first rounds is shared too
-            for key in turned([COMBINED, DEFAULT], round_):
-                what = "the combination" if key == COMBINED else DEFAULT
-                tried[key] = _try(tried[key], cfg, opts, train, say, f"{what} (round {round_ + 1}/{repeats})")
+        both = Trial(tuple(a for t in gains for a in t.advice))
+        tried[COMBINED] = both
+        for r, key in rounds([COMBINED, DEFAULT], repeats):  # the default again: drift since is shared too
+            what = "the combination" if key == COMBINED else DEFAULT
+            tried[key] = _try(tried[key], cfg, opts, train, say, f"{what} (round {r + 1}/{repeats})")
     return TuneResult(baseline, first, advice, tuple(tried.values()))
 
 
@@ -90,21 +94,21 @@ def _label(cfg: RunConfig, what: str) -> str:
     return "-".join(p for p in (cfg.label, "tune", sanitize_id(what, "--label")[:40]) if p)
 
 
-def _with(cfg: RunConfig, knobs: dict[str, Any], what: str) -> RunConfig:
-    return replace(cfg, knobs=replace(cfg.knobs, **knobs), label=_label(cfg, what))
+def _with(cfg: RunConfig, trial: Trial) -> RunConfig:
+    return replace(cfg, knobs=trial.knobs(cfg.knobs), label=_label(cfg, trial.change.split(":")[0]))
 
 
-def _try(t: Tried, cfg: RunConfig, opts: MultiOptions, train: Train, say: Callable[[str], None],
-         what: str) -> Tried:
+def _try(t: Trial, cfg: RunConfig, opts: MultiOptions, train: TrainChange, say: Callable[[str], None],
+         what: str) -> Trial:
     """One more run of ``t``; a change TensorFlow rejects or a run that fails is recorded, not raised."""
     say(what)
     try:
-        return replace(t, runs=(*t.runs, train(_with(cfg, t.knobs, t.change.split(":")[0]), opts, t.change)))
+        return replace(t, runs=(*t.runs, train(_with(cfg, t), opts, t.change)))
     except PerfkitError as exc:
         return replace(t, failed=(*t.failed, str(exc).splitlines()[0]))
 
 
-def _gained(t: Tried, default: Tried, results_dir: Path) -> bool:
+def _gained(t: Trial, default: Trial, results_dir: Path) -> bool:
     """Whether a change ran, beat the default's steady epoch and kept its accuracy."""
     from perfkit.analysis.tuning import gained
 

@@ -1,4 +1,4 @@
-"""Advice (analysis/advice.py, overheads.py): the gaps of a chain of collectives and the validation batches in
+"""Advice (analysis/advice/, overheads.py): the gaps of a chain of collectives and the validation batches in
 the metrics' and steps-per-execution's predictions, the oversubscribed threads and the trace window as
 causes, and perfkit tune leaving a restarted run out (hand-built runs of known step times)."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfkit.analysis.advice import per_epoch
+from perfkit.analysis.advice import CauseKind, Tried
 from perfkit.analysis.overheads import traced_batches
 from perfkit.analysis.analyze import analyze
 from perfkit.analysis.tuning import TriedRuns, steady_runs, tried_table
@@ -28,13 +28,17 @@ EPOCH = 10 * 0.65 + 1.0  # 10 steps of 0.5 busy + 0.05 input + 0.1 transfer, the
 def _advice(root: Path, run: Path) -> pd.DataFrame:
     base = root / BASE if (root / BASE).is_dir() else single_run(root, BASE)
     a = analyze([base, run], root, BASE)
-    return a.advice[a.advice["run_id"] == run.name].set_index("cause")
+    return a.advice[a.advice["run_id"] == run.name].set_index("kind")
 
 
-def _row(adv: pd.DataFrame, start: str) -> pd.Series:
-    hits = adv[adv.index.str.startswith(start)]
-    assert len(hits) == 1, f"no single advice row starting {start!r}: {list(adv.index)}"
+def _row(adv: pd.DataFrame, kind: CauseKind) -> pd.Series:
+    hits = adv[adv.index == kind.value]
+    assert len(hits) == 1, f"no single advice row of {kind}: {list(adv.index)}"
     return hits.iloc[0]
+
+
+def _has(adv: pd.DataFrame, kind: CauseKind) -> bool:
+    return bool((adv.index == kind.value).any())
 
 
 def test_gaps_between_collectives_are_the_idle_time_inside_their_span() -> None:
@@ -65,7 +69,7 @@ def test_the_metrics_save_their_reductions_and_gaps_in_training_and_validation_b
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
     _with_collectives(run, gaps=0.02, validation_steps=5)
     adv = _advice(tmp_path, run)
-    metrics, spe = _row(adv, "metric and loss reductions"), _row(adv, "per-step framework time")
+    metrics, spe = _row(adv, CauseKind.REDUCTIONS), _row(adv, CauseKind.FRAMEWORK)
     cost = 0.04 + 0.02 * 4 / 5  # all but the longest collective, and their 4 of the chain's 5 gaps
     assert metrics["cost_s"] == pytest.approx(cost)
     assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * cost - 5 * cost))
@@ -81,32 +85,33 @@ def test_the_metrics_save_their_reductions_and_gaps_in_training_and_validation_b
 def test_packing_the_gradients_is_predicted_to_cost_its_extra_collectives_and_hide_nothing(tmp_path: Path) -> None:
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
     _with_collectives(run, gaps=0.02, validation_steps=5, params=441_729)  # 1.77 MB: two packs of 1 MiB
-    grad = _row(_advice(tmp_path, run), "the gradient all-reduce")
+    grad = _row(_advice(tmp_path, run), CauseKind.GRADIENTS)
     one = (0.04 + 0.02 * 4 / 5) / 4  # a collective of the chain besides the longest, with its gaps
-    assert grad["knob"] == "--bytes-per-pack 1048576" and grad["cost_s"] == pytest.approx(0.1 - 0.04)
+    assert (grad["option"], grad["value"]) == ("bytes_per_pack", 1 << 20) and grad["cost_s"] == pytest.approx(0.1 - 0.04)
     assert grad["predicted_speedup"] == grad["predicted_lo"] == pytest.approx(EPOCH / (EPOCH + 10 * one))
     assert grad["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * 0.06))  # all of it under the backward
     assert "2 packs: 1 more collective" in grad["basis"]
     [small] = write_run(tmp_path, "20260101T020000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
     _with_collectives(small, gaps=0.02, validation_steps=5, params=200_000)  # 0.8 MB: one pack either way
-    assert not _advice(tmp_path, small).index.str.startswith("the gradient all-reduce").any()
+    assert not _has(_advice(tmp_path, small), CauseKind.GRADIENTS)
 
 
 def test_a_launched_scripts_verdict_names_the_first_change_predicted_to_gain() -> None:
     from types import SimpleNamespace
 
+    from perfkit.analysis.advice import Advice, Prediction, advice_frame
     from perfkit.analysis.answer import advice_line
 
     # a launched script's advice: API lines only (no perfkit option), the costliest predicted to lose
-    rows = [("the gradient all-reduce not hidden under compute", 0.31, "CommunicationOptions(bytes_per_pack=1)",
-             0.99, 0.99, 1.46), ("metric and loss reductions", 0.07, "model.compile(...)", 1.05, 1.04, 1.07)]
-    adv = pd.DataFrame([{"run_id": "r", "rank": k + 1, "cause": c, "cost_share": share, "knob": None, "api": api,
-                         "predicted_speedup": p, "predicted_lo": lo, "predicted_hi": hi,
-                         "tried": "not tried: change the script (api)"}
-                        for k, (c, share, api, p, lo, hi) in enumerate(rows)])
+    pieces = [Advice(CauseKind.GRADIENTS, 0.1, 0.31, None, "CommunicationOptions(bytes_per_pack=1)",
+                     Prediction(0.99, 0.99, 1.46), "", Tried.SCRIPT),
+              Advice(CauseKind.REDUCTIONS, 0.02, 0.07, None, "model.compile(...)", Prediction(1.05, 1.04, 1.07), "",
+                     Tried.SCRIPT, detail=15)]
+    adv = advice_frame(pieces).assign(run_id="r")
     line = advice_line(SimpleNamespace(run_id="r"), SimpleNamespace(advice=adv))  # type: ignore[arg-type]
-    assert line == ("Advice: metric and loss reductions costs 7% of a steady epoch: change model.compile(...), "
-                    "predicted 1.05x (1.04–1.07x) (not tried: change the script (api)); 1 more in the advice table.")
+    assert line == ("Advice: metric and loss reductions (15 collectives per step besides the longest) costs 7% of a "
+                    "steady epoch: change model.compile(...), predicted 1.05x (1.04–1.07x) (not tried: change the "
+                    "script (api)); 1 more in the advice table.")
     lose = adv.assign(predicted_speedup=0.98)  # none predicted to gain: the costliest, as before
     assert advice_line(SimpleNamespace(run_id="r"), SimpleNamespace(advice=lose)).startswith(  # type: ignore[arg-type]
         "Advice: the gradient all-reduce not hidden under compute costs 31%")
@@ -115,7 +120,7 @@ def test_a_launched_scripts_verdict_names_the_first_change_predicted_to_gain() -
 def test_validation_saves_at_most_its_own_time(tmp_path: Path) -> None:
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
     _with_collectives(run, gaps=0.0, validation_steps=1000)
-    metrics = _row(_advice(tmp_path, run), "metric and loss reductions")
+    metrics = _row(_advice(tmp_path, run), CauseKind.REDUCTIONS)
     assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * 0.04 - 1.0))
 
 
@@ -125,7 +130,7 @@ def test_on_a_host_held_by_its_cpu_the_reductions_save_its_workers_collective_cp
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=FOUR, busy=dict.fromkeys(range(4), 0.5),
                       cpu=dict.fromkeys(range(4), 50.0))
     _with_collectives(run, gaps=0.02, validation_steps=5)
-    metrics = _row(_advice(tmp_path, run), "metric and loss reductions")
+    metrics = _row(_advice(tmp_path, run), CauseKind.REDUCTIONS)
     held, traced = 4 * 0.04 / 2, 0.04 + 0.02 * 4 / 5
     # The traced saving stays the prediction and the low end; the held host's CPU sets only the high end
     # (its size moved 1.13-1.38x between sessions with the same traces, docs/tuning.md).
@@ -140,7 +145,7 @@ def test_a_host_with_cores_to_spare_saves_only_the_traced_reductions(tmp_path: P
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=FOUR, busy=dict.fromkeys(range(4), 0.5),
                       cpu=dict.fromkeys(range(4), 40.0))  # 1.6 of 2 cores: under the 90% that holds a host
     _with_collectives(run, gaps=0.02, validation_steps=5)
-    metrics = _row(_advice(tmp_path, run), "metric and loss reductions")
+    metrics = _row(_advice(tmp_path, run), CauseKind.REDUCTIONS)
     assert metrics["cost_s"] == pytest.approx(0.04 + 0.02 * 4 / 5)
     assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 15 * (0.04 + 0.02 * 4 / 5)))
     assert "cores" not in metrics["basis"]
@@ -152,7 +157,7 @@ def test_the_held_hosts_saving_stops_where_another_host_would_stop_waiting(tmp_p
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=(("a", 2.0, 2), ("b", 0.5, 1)),
                       busy={0: 0.48, 1: 0.48, 2: 0.5}, cpu={0: 50.0, 1: 50.0, 2: 50.0})
     _with_collectives(run, gaps=0.02, validation_steps=5)
-    metrics = _row(_advice(tmp_path, run), "metric and loss reductions")
+    metrics = _row(_advice(tmp_path, run), CauseKind.REDUCTIONS)
     cap = 0.02 + 0.04 + 0.02 * 4 / 5
     assert metrics["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 15 * cap), rel=0.02)
     assert "b's workers used 0.50 of its 0.5 cores" in metrics["basis"]
@@ -163,24 +168,24 @@ def test_more_worker_threads_than_cores_is_a_cause_measured_from_cpu_and_steps(t
     """4 workers on 2 cores, each at 50% CPU: of 0.5 s busy a step it held a core 0.5 x 0.65 s."""
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=FOUR, busy=dict.fromkeys(range(4), 0.5),
                       cpu=dict.fromkeys(range(4), 50.0))
-    row = _row(_advice(tmp_path, run), "oversubscribed threads")
+    row = _row(_advice(tmp_path, run), CauseKind.OVERSUBSCRIBED)
     waited = 0.5 - 0.5 * 0.65
-    assert "localhost: 4 workers, 4 threads on 2 cores" in row.name
+    assert "localhost: 4 workers, 4 threads on 2 cores" in row["detail"]
     assert row["cost_s"] == pytest.approx(waited, rel=0.02)
     assert row["predicted_lo"] == pytest.approx(1.0)
     assert row["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * waited), rel=0.01)
-    assert pd.isna(row["knob"]) and "not a perfkit option" in row["tried"]
+    assert row["option"] is None and row["tried"] == Tried.PLACEMENT.value
 
 
 def test_a_core_per_worker_thread_is_no_oversubscription(tmp_path: Path) -> None:
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5}, cpu={0: 50.0, 1: 50.0})
     adv = _advice(tmp_path, run)
-    assert not adv.index.str.startswith("oversubscribed").any()
-    assert adv.index.str.startswith("metric").sum() == 0, "an older trace table: no reductions known"
+    assert not _has(adv, CauseKind.OVERSUBSCRIBED)
+    assert not _has(adv, CauseKind.REDUCTIONS), "an older trace table: no reductions known"
     set_meta(run, cluster={**json.loads((run / "run.json").read_text())["cluster"], "cpu_budget": {
         "placements": [{"worker": w, "host": "localhost", "cores": [w], "threads": 2} for w in range(2)]}})
-    row = _row(_advice(tmp_path, run), "oversubscribed threads")  # two threads each: 4 on 2 cores
-    assert "4 threads on 2 cores" in row.name
+    row = _row(_advice(tmp_path, run), CauseKind.OVERSUBSCRIBED)  # two threads each: 4 on 2 cores
+    assert "4 threads on 2 cores" in row["detail"]
 
 
 def _traced_window(run: Path, slow: dict[int, float]) -> None:
@@ -200,12 +205,14 @@ def _traced_window(run: Path, slow: dict[int, float]) -> None:
 def test_the_trace_window_costs_its_steps_extra_time_spread_over_the_steady_epochs(tmp_path: Path) -> None:
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
     _traced_window(run, {0: 0.3, 1: 0.2})
-    row = _row(_advice(tmp_path, run), "the trace window")
+    row = _row(_advice(tmp_path, run), CauseKind.TRACE_WINDOW)
     per_worker = {0: 3 * 0.1 + 0.3, 1: 3 * 0.1 + 0.2}  # over the epoch's median untraced step
     assert row["cost_s"] == pytest.approx((per_worker[0] + per_worker[1]) / 2 / 2)  # median, 2 steady epochs
     assert row["predicted_lo"] == pytest.approx(EPOCH / (EPOCH - per_worker[1] / 2))
     assert row["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - per_worker[0] / 2))
-    assert row["knob"] == "--profile-steps off" and per_epoch(row.name) and not per_epoch("input")
+    assert (row["option"], row["value"], row["detail"]) == ("profile_steps", "off", 3)
+    assert CauseKind(row.name).per_epoch and not CauseKind.INPUT.per_epoch
+    assert row["tried"] == Tried.NEEDS_TRACE.value, "perfkit's split needs the trace: tune does not run it"
 
 
 def test_the_verdict_says_what_the_trace_window_cost_this_run(tmp_path: Path) -> None:
@@ -245,7 +252,7 @@ def test_a_window_that_ends_its_epoch_is_stopped_in_its_validation(tmp_path: Pat
     begins, so that epoch's validation over the others' is the window's stop (no step after it)."""
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
     _window_of(run, range(7, 10), extra=0.1, val=0.5)
-    row = _row(_advice(tmp_path, run), "the trace window")
+    row = _row(_advice(tmp_path, run), CauseKind.TRACE_WINDOW)
     assert row["cost_s"] == pytest.approx((3 * 0.1 + 0.5) / 2)  # 2 steady epochs
 
 
@@ -267,10 +274,10 @@ def test_steps_per_execution_counts_the_larger_trace_window_it_brings(tmp_path: 
         _window_of(run, range(2, 12), extra=0.1, after=0.4)  # global steps 61-70: auto at K = 1
         base = single_run(tmp_path / spec, BASE)
         a = analyze([base, run], tmp_path / spec, BASE)
-        adv = a.advice[a.advice["run_id"] == run.name].set_index("cause")
+        adv = a.advice[a.advice["run_id"] == run.name].set_index("kind")
         steady = float(a.runs.set_index("run_id").loc[run.name, "steady_epoch_s"])
-        epochs[spec] = steady / _row(adv, "per-step framework time")["predicted_speedup"]
-        assert (spec == "auto") == ("16 batches instead of 10" in _row(adv, "per-step framework time")["basis"])
+        epochs[spec] = steady / _row(adv, CauseKind.FRAMEWORK)["predicted_speedup"]
+        assert (spec == "auto") == ("16 batches instead of 10" in _row(adv, CauseKind.FRAMEWORK)["basis"])
     assert epochs["auto"] - epochs["off"] == pytest.approx((10 * 0.1 + 0.4) * (16 - 10) / 10 / 2)
 
 
@@ -278,7 +285,7 @@ def test_a_trace_window_in_the_first_epoch_costs_no_steady_epoch(tmp_path: Path)
     [run] = write_run(tmp_path, "20260101T010000Z-multi", hosts=TWO, busy={0: 0.5, 1: 0.5})
     trace = pd.read_parquet(run / "trace_steps.parquet")
     write_parquet(run / "trace_steps.parquet", trace[(trace["epoch"] == 0) & trace["step"].between(2, 4)])
-    assert not _advice(tmp_path, run).index.str.startswith("the trace window").any()
+    assert not _has(_advice(tmp_path, run), CauseKind.TRACE_WINDOW)
 
 
 def test_a_restarted_run_is_left_out_of_its_changes_mean(tmp_path: Path) -> None:

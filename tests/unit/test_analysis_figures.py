@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from perfkit.analysis.advice import CauseKind
 from perfkit.analysis.analyze import Analysis, analyze
 from perfkit.analysis.load import load_runs
 from tests.unit._analysis_runs import S, single_run, write_run
@@ -421,13 +422,13 @@ def test_advice_ranks_causes_by_their_share_of_a_steady_epoch_with_a_knob_and_a_
     a = _pair(tmp_path)
     adv = a.advice[a.advice["run_id"] == STRAG].set_index("rank")
     assert list(adv.index) == list(range(1, len(adv) + 1)) and adv["cost_share"].is_monotonic_decreasing
-    wait, grad = adv.iloc[0], adv[adv["cause"].str.startswith("the gradient all-reduce")].iloc[0]
-    assert wait["cause"] == "waiting for the slowest worker" and wait["cost_share"] == pytest.approx(0.30)
+    wait, grad = adv.iloc[0], adv[adv["kind"] == CauseKind.GRADIENTS.value].iloc[0]
+    assert wait["kind"] == CauseKind.STRAGGLER.value and wait["cost_share"] == pytest.approx(0.30)
     assert wait["predicted_speedup"] == pytest.approx(7.5 / _run(a)["equal_epoch_s"])
-    assert grad["knob"] == "--bytes-per-pack 1048576" and grad["predicted_lo"] == pytest.approx(1.0)
+    assert (grad["option"], grad["value"]) == ("bytes_per_pack", 1 << 20) and grad["predicted_lo"] == pytest.approx(1.0)
     # no collective of the chain besides the gradients' to cost another pack, and nothing hidden predicted
     assert grad["predicted_hi"] == pytest.approx(7.5 / 6.5) and grad["predicted_speedup"] == pytest.approx(1.0)
-    spe = adv[adv["knob"] == "--steps-per-execution 8"].iloc[0]
+    spe = adv[(adv["option"] == "steps_per_execution") & (adv["value"] == 8)].iloc[0]
     assert spe["cost_s"] == pytest.approx(0.25 * 0.275)
     assert spe["predicted_speedup"] == pytest.approx(7.5 / (7.5 - 10 * 0.25 * 0.275 * 7 / 8))
     assert spe["predicted_hi"] == pytest.approx(7.5 / (7.5 - 10 * 0.25 * 0.275))

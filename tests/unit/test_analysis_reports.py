@@ -215,3 +215,9 @@ def test_the_console_says_where_a_workers_start_up_went(pair: Analysis) -> None:
     table = text[text.index("start-up: where a worker's went"):]
     cells = " ".join(c.strip() for line in table.splitlines() for c in line.split("│")[3:4])  # the phases column
     assert "launcher 1.0, python 1.0 (0.5), starting 6.0 (4.5), training 2.0" in " ".join(cells.split()), table
+
+
+def test_the_advice_tables_columns_share_the_pages_width() -> None:
+    from perfkit.analysis.renderers.html import _ADVICE_COLS, _ADVICE_WIDTHS
+
+    assert set(_ADVICE_WIDTHS) == set(_ADVICE_COLS) and sum(_ADVICE_WIDTHS.values()) == 100

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "perfkit"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("perfkit._started", "perfkit.errors", "perfkit._atomic", "perfkit._tf", "perfkit._libc"),
     ("perfkit.profiler",),
-    ("perfkit.config", "perfkit.cluster", "perfkit.machine", "perfkit.results", "perfkit.schedulers",
+    ("perfkit.config", "perfkit.cluster", "perfkit.machine", "perfkit.results", "perfkit.runmeta", "perfkit.schedulers",
      "perfkit.events"),
     ("perfkit.workloads",),
     ("perfkit.analysis", "perfkit.trainer.hosts"),

@@ -13,6 +13,7 @@ from perfkit.cluster import local_cluster
 from perfkit.events import NullObserver
 from perfkit.profiler.sampler import Sampler
 from perfkit.results import RunDir
+from perfkit.runmeta import WorkerRecord
 from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.faultnaming import Failure
 from perfkit.trainer.processes import Launcher
@@ -27,11 +28,29 @@ class FakeProc:
         return self.returncode
 
 
+class FakeClock:
+    """Time that passes only when the launcher sleeps: its connect and hang limits cost no real time."""
+
+    def __init__(self) -> None:
+        self.mono, self.wall_ns, self.slept = 1000.0, time.time_ns(), 0.0
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    def time_ns(self) -> int:
+        return self.wall_ns
+
+    def sleep(self, seconds: float) -> None:
+        self.mono += seconds
+        self.wall_ns += int(seconds * 1e9)
+        self.slept += seconds
+
+
 def _launcher(tmp_path: Path, states: list[dict], codes: list[int | None], **kw: float) -> Launcher:
     run = RunDir.create(tmp_path, "r", {})
     cluster = local_cluster(len(states), 2.0)
     placements = [Placement(i, "localhost", None, None, None) for i in range(len(states))]
-    launcher = Launcher(run, cluster, placements, None, Sampler(0.5), NullObserver(), **kw)
+    launcher = Launcher(run, cluster, placements, None, Sampler(0.5), NullObserver(), **kw, clock=FakeClock())
     for i, (state, code) in enumerate(zip(states, codes)):
         (run.worker_dir(i) / "status.json").write_text(json.dumps({"index": i, "t_wall_ns": 1, **state}))
         launcher.workers[i].proc = FakeProc(1000 + i, code)  # type: ignore[assignment]
@@ -52,6 +71,7 @@ def test_a_hung_cluster_names_the_worker_stuck_in_its_own_code_and_the_peer_as_w
     t0 = time.monotonic()
     failure = launcher.wait()
     assert failure is not None and time.monotonic() - t0 < 5
+    assert 0.5 < launcher.clock.slept < 1.0, "judged by the launcher's clock: a limit and a poll past it"
     assert failure.message.startswith("worker 1 ") and "stuck in its own code (epoch 1, step 7)" in failure.message
     assert "train.py:31 in on_train_batch_end" in failure.message and "worker 0 " in failure.message
     assert "waits for it inside TensorFlow" in failure.message and "(limit 0.5 s: --hang-timeout)" in failure.message
@@ -111,9 +131,10 @@ def test_a_dead_worker_is_named_with_its_exit_code(tmp_path: Path) -> None:
 
 def test_local_workers_stuck_before_connecting_are_named_at_the_connect_timeout(tmp_path: Path) -> None:
     states = [{"state": "connecting"}, {"state": "loading-data"}]
-    failure = _launcher(tmp_path, states, [None, None], connect_timeout=0.3).wait()
+    launcher = _launcher(tmp_path, states, [None, None], connect_timeout=90)
+    failure = launcher.wait()
     assert failure is not None and failure.details == {"missing": [1]}
-    assert "did not form within 0.3 s" in failure.message
+    assert "did not form within 90 s" in failure.message and 90 < launcher.clock.slept <= 90.25
 
 
 def test_all_workers_exiting_zero_is_success(tmp_path: Path) -> None:
@@ -148,9 +169,9 @@ class FakeLauncher:
     def interrupt(self) -> None:
         pass
 
-    def worker_records(self) -> list[dict]:
-        return [{"index": 0, "profile": {"status": "captured", "file": "x.xplane.pb"}},
-                {"index": 1, "profile": {"status": "stopping", "window": {"first": 19, "last": 28}}}]
+    def worker_records(self) -> list[WorkerRecord]:
+        return [WorkerRecord(0, profile={"status": "captured", "file": "x.xplane.pb"}),
+                WorkerRecord(1, profile={"status": "stopping", "window": {"first": 19, "last": 28}})]
 
 
 def _death(signal_name: str | None, profile_state: str | None) -> Failure:

@@ -84,3 +84,28 @@ def test_run_ids_and_listing(tmp_path: Path) -> None:
     RunDir.create(tmp_path, "a", {})
     (tmp_path / "datasets").mkdir()
     assert [p.name for p in iter_run_dirs(tmp_path)] == ["a", "b"]
+
+
+def test_a_workers_record_is_built_once_from_what_it_reported_and_read_back_as_written() -> None:
+    from perfkit.runmeta import FitPlan, Phase, RunMeta, WorkerRecord, fit_plan
+
+    status = {"state": "done", "anchor_wall_ns": 5, "anchor_mono_ns": "7", "plan": {
+        "epochs": 2, "steps_per_epoch": 10, "executions_per_epoch": 10, "params": True, "step_function": {"name": "s"}},
+        "phases": [{"state": "starting", "t_wall_ns": 3, "cpu_s": 0.5}, {"state": "no time"}, "garbage"],
+        "started_wall_ns": 1}
+    w = WorkerRecord.reported(1, status, host="h", pid=9, task=0)
+    assert (w.state, w.anchor_wall_ns, w.anchor_mono_ns, w.host, w.pid) == ("done", 5, None, "h", 9), \
+        "a value of the wrong type from a status file on disk is left out"
+    assert w.phases == (Phase("starting", 3, 0.5),) and w.extra == {"task": 0}
+    assert w.plan == FitPlan(epochs=2, steps_per_epoch=10, executions_per_epoch=10)
+    assert w.plan.extra == {"params": True, "step_function": {"name": "s"}}, "no int: kept as written, not a field"
+    d = w.to_dict()
+    assert d["plan"] == status["plan"] and d["task"] == 0 and d["phases"] == [status["phases"][0]]
+    again = WorkerRecord.parse(d, "run.json")
+    assert again == w and again.plan is not None and again.plan.extra == w.plan.extra
+    assert fit_plan([WorkerRecord(0), w]) == status["plan"]
+    assert fit_plan([WorkerRecord(0, plan=FitPlan(epochs=1))]) is None, "a plan without executions is no fit's"
+    meta = RunMeta.parse({"schema_version": 1, "run_id": "r", "workers": [d]}, "run.json")
+    assert meta.plan().steps_per_epoch == 10 and meta.plan().get("step_function") == {"name": "s"}
+    own = RunMeta.parse({"schema_version": 1, "run_id": "r", "plan": {"params": 440}, "workers": [d]}, "run.json")
+    assert own.plan().params == 440 and RunMeta.parse({"schema_version": 1}, "x/run.json").plan() == FitPlan()

@@ -121,7 +121,7 @@ def test_workers_past_their_steps_are_not_hung_and_are_stopped_when_their_time_t
     t0 = time.monotonic()
     assert launcher.wait() is None, "no hang verdict though nothing moved for 5x the hang limit"
     assert 1.0 < time.monotonic() - t0 < 10 and all(p.poll() is not None for p in sleepers)
-    records = {w["index"]: w["teardown"] for w in launcher.worker_records()}
+    records = {w.index: w.teardown for w in launcher.worker_records()}
     assert records[0]["stopped"] and records[1]["stopped"] and records[0]["s"] >= 1.5
     notes = launcher.end_notes()
     assert len(notes) == 2 and "had not exited" in notes[0] and "every step it ran is recorded" in notes[0]
@@ -140,7 +140,7 @@ def test_a_signal_after_the_steps_is_a_warning_an_error_code_is_the_scripts_fail
     assert crashed.wait() is None
     notes = crashed.end_notes()
     assert len(notes) == 1 and notes[0].startswith("worker 1 (") and "was killed by signal 6" in notes[0]
-    assert crashed.worker_records()[1]["teardown"]["signal_after_steps"] is True
+    assert crashed.worker_records()[1].teardown["signal_after_steps"] is True
     failed = _launcher(tmp_path / "b", [_status("done", now), _status("done", now)], [FakeProc(1, 0), FakeProc(2, 1)])
     failure = failed.wait()
     assert failure is not None and "exited with code 1" in failure.message
@@ -153,5 +153,5 @@ def test_once_a_peer_exited_0_the_others_are_past_their_steps_though_they_never_
     training = {"state": "training", "t_wall_ns": now}  # a custom loop says done only at its process's exit
     launcher = _launcher(tmp_path, [training, training], [FakeProc(1, 0), sleepers[0]])
     assert launcher.wait() is None, "a quiet worker whose peer finished is tearing down, not hung"
-    record = launcher.worker_records()[1]["teardown"]
+    record = launcher.worker_records()[1].teardown
     assert record["stopped"] is True and record["s"] >= 1.5

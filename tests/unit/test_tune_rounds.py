@@ -8,9 +8,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pandas as pd
 import pytest
 
+from perfkit.analysis.advice import Advice, CauseKind, Change, Prediction, Tried, advice_frame
 from perfkit.config import Mode, RunConfig
 from perfkit.trainer import tune as tune_mod
 from perfkit.trainer.rounds import turned
@@ -26,8 +26,13 @@ def _fake_tune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gains: tuple[str
     import perfkit.analysis.analyze as analyze_mod
     import perfkit.analysis.tuning as tuning_mod
 
-    advice = pd.DataFrame({"run_id": ["first"] * 3,
-                           "knob": ["--metrics minimal", "--steps-per-execution 8", "--bytes-per-pack 1048576"]})
+    pieces = [Advice(kind, 0.01, share, Change(option, value), "api", Prediction(1.1, 1.0, 1.2), "basis")
+              for kind, share, option, value in ((CauseKind.REDUCTIONS, 0.3, "metrics", "minimal"),
+                                                 (CauseKind.FRAMEWORK, 0.2, "steps_per_execution", 8),
+                                                 (CauseKind.GRADIENTS, 0.1, "bytes_per_pack", 1 << 20))]
+    validation = Advice(CauseKind.VALIDATION, 1.0, 0.4, None, "api", Prediction(1.1, 1.1, 1.1), "b",
+                        Tried.NOT_AN_OPTION)  # the costliest, but no knob: not tried
+    advice = advice_frame([*pieces, validation])
     monkeypatch.setattr(analyze_mod, "analyze", lambda runs, d, b: SimpleNamespace(
         advice=advice.assign(run_id=runs[1].name)))
     monkeypatch.setattr(tuning_mod, "gained", lambda runs, default, d: any(g in r.name for r in runs for g in gains))

@@ -1,4 +1,4 @@
-"""perfkit tune's reading of what it ran: advice into knob changes, predicted against measured, accuracy
+"""perfkit tune's reading of what it ran: advice into knobs, predicted against measured, accuracy
 kept or lost (hand-built runs of known step times)."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.analysis.tuning import TriedRuns, _speed_outcome, combined_prediction, gained, tried_table, tuned_run
+from perfkit.analysis.advice import Advice, CauseKind, Change, Prediction, Tried, advice_frame, advice_of
+from perfkit.analysis.tuning import TriedRuns, _speed_outcome, gained, predicted_for, tried_table, tuned_run
+from perfkit.config import Knobs
 from perfkit.errors import UsageError
-from perfkit.trainer.tune import knob_change
+from perfkit.trainer.tune import Trial
 from tests.unit._analysis_runs import single_run, write_run
 
 BASE = "20260101T000000Z-single-base"
@@ -27,12 +29,30 @@ def _runs(root: Path) -> tuple[Path, Path, Path, Path]:
     return base, default, faster, worse
 
 
-def test_advice_flags_become_knob_changes_checked_like_the_flags() -> None:
-    assert knob_change("--metrics minimal") == {"metrics": "minimal"}
-    assert knob_change("--steps-per-execution 8") == {"steps_per_execution": 8}
-    assert knob_change("host budgets a=1 (perfkit compare --verify runs it)") is None
+def _piece(kind: CauseKind, change: Change | None, predicted: tuple[float, float, float]) -> Advice:
+    return Advice(kind, 0.01, 0.1, change, "api", Prediction(*predicted), "basis")
+
+
+def test_advice_changes_become_knobs_checked_like_the_flags() -> None:
+    metrics = _piece(CauseKind.REDUCTIONS, Change("metrics", "minimal"), (1.2, 1.1, 1.3))
+    spe = _piece(CauseKind.FRAMEWORK, Change("steps_per_execution", 8), (1.1, 1.0, 1.2))
+    both = Trial((metrics, spe))
+    assert both.knobs(Knobs(prefetch=2)) == Knobs(metrics="minimal", steps_per_execution=8, prefetch=2)
+    assert both.change == "combined: --metrics minimal, --steps-per-execution 8" and Trial().change == "default"
+    assert Trial((metrics,)).change == "--metrics minimal"
+    assert not Change("profile_steps", "off").is_knob and Change("profile_steps", "off").knobs(Knobs()) == Knobs()
     with pytest.raises(UsageError, match="--metrics"):
-        knob_change("--metrics most")
+        Trial((_piece(CauseKind.REDUCTIONS, Change("metrics", "most"), (1, 1, 1)),)).knobs(Knobs())
+    with pytest.raises(ValueError, match="batch_size"):
+        Change("batch_size", 64)
+    # a table row reads back as the record it was written from, whatever the cell types
+    straggler = Advice(CauseKind.STRAGGLER, 0.2, 0.3, None, "api", Prediction(1.3, 1.2, 1.4), "b", Tried.NOT_YET,
+                       "a=1.5, b=0.5")
+    table = advice_frame([spe, straggler, metrics])
+    assert [advice_of(r) for r in table.itertuples(index=False)] == [straggler, spe, metrics]  # ties keep their order
+    assert list(table["rank"]) == [1, 2, 3]
+    alone = advice_frame([spe, _piece(CauseKind.VALIDATION, None, (1.1, 1.1, 1.1))])  # ints and a None
+    assert list(alone["value"]) == [8, None] and isinstance(alone["value"][0], int)
 
 
 def test_each_change_measured_against_the_default_and_its_prediction(tmp_path: Path) -> None:
@@ -76,18 +96,20 @@ def test_outcome_bounds_are_the_defaults_spread_both_ways() -> None:
 
 def test_steps_per_execution_with_minimal_metrics_counts_the_reduction_gaps_once() -> None:
     """Both claim the gaps between the metric reductions: combined, steps per execution counts its low end."""
-    pred = {"--metrics minimal": (1.25, 1.2, 1.3), "--steps-per-execution 8": (1.1, 1.05, 1.2)}
-    mid, lo, hi = combined_prediction(["--metrics minimal", "--steps-per-execution 8"], pred)
+    metrics = _piece(CauseKind.REDUCTIONS, Change("metrics", "minimal"), (1.25, 1.2, 1.3))
+    spe = _piece(CauseKind.FRAMEWORK, Change("steps_per_execution", 8), (1.1, 1.05, 1.2))
+    mid, lo, hi = predicted_for([metrics, spe])
     assert mid == pytest.approx(1 / (1 - 0.2 - (1 - 1 / 1.05)))
     assert lo == pytest.approx(1 / (1 - (1 - 1 / 1.2) - (1 - 1 / 1.05)))
     assert hi == pytest.approx(1 / (1 - (1 - 1 / 1.3) - (1 - 1 / 1.05)))
-    alone = combined_prediction(["--bytes-per-pack 1048576", "--steps-per-execution 8"],
-                                {**pred, "--bytes-per-pack 1048576": (1.0, 1.0, 1.0)})
-    assert alone == pytest.approx((1.1, 1.05, 1.2)), "without --metrics minimal: its own range"
+    pack = _piece(CauseKind.GRADIENTS, Change("bytes_per_pack", 1 << 20), (1.0, 1.0, 1.0))
+    assert predicted_for([pack, spe]) == pytest.approx((1.1, 1.05, 1.2)), "without --metrics minimal: its own range"
+    assert predicted_for([spe]) == pytest.approx((1.1, 1.05, 1.2)) and all(math.isnan(x) for x in predicted_for([]))
 
 
 def test_a_combination_adds_its_parts_epoch_savings() -> None:
-    pred = {"--a 1": (1.25, 1.0, 1.5), "--b 2": (1.25, 1.25, 1.25)}
-    mid, lo, hi = combined_prediction(["--a 1", "--b 2"], pred)
+    a = _piece(CauseKind.INPUT, Change("prefetch", "auto"), (1.25, 1.0, 1.5))
+    b = _piece(CauseKind.GRADIENTS, Change("bytes_per_pack", 2), (1.25, 1.25, 1.25))
+    mid, lo, hi = predicted_for([a, b])
     assert mid == pytest.approx(1 / (1 - 0.2 - 0.2)) and lo == pytest.approx(1 / (1 - 0.0 - 0.2))
     assert hi == pytest.approx(1 / (1 - (1 - 1 / 1.5) - 0.2))

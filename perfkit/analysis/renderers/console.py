@@ -12,7 +12,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from perfkit.analysis.advice import per_epoch
+from perfkit.analysis.advice import CauseKind
+from perfkit.analysis.advice.words import view
 from perfkit.analysis.renderers import RenderOptions
 
 if TYPE_CHECKING:
@@ -231,8 +232,9 @@ def advice_table(a: Analysis, run_id: str) -> Table:
     """The causes of lost speed, ranked by their share of a steady epoch, with the knob and its prediction."""
     t = _table(f"advice: {run_id}", ["#", "cause", "cost / step", "of epoch", "try", "predicted", "tried"],
                left=_LEFT + ("cause", "try", "tried"))
-    for r in a.advice[a.advice["run_id"] == run_id].itertuples(index=False):
-        cost = fmt(r.cost_s, ".2f", " s/epoch") if per_epoch(r.cause) else fmt(r.cost_s * 1e3, ".1f", " ms")
+    for r in view(a.advice[a.advice["run_id"] == run_id]).itertuples(index=False):
+        per_epoch = CauseKind(r.kind).per_epoch
+        cost = fmt(r.cost_s, ".2f", " s/epoch") if per_epoch else fmt(r.cost_s * 1e3, ".1f", " ms")
         span = (f" ({fmt(r.predicted_lo, '.2f')}–{fmt(r.predicted_hi, '.2f')})"
                 if r.predicted_hi != r.predicted_lo else "")
         t.add_row(str(r.rank), r.cause, cost, fmt(r.cost_share, ".0%"), r.knob if _true(r.knob) else r.api,

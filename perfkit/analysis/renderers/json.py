@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 import pandas as pd
 
+from perfkit.analysis.advice.words import view
 from perfkit.analysis.renderers import RenderOptions
 from perfkit.analysis.verify import HELD_WITHIN
 
@@ -213,13 +214,20 @@ KEYS: dict[str, dict[str, str]] = {
         "val_auc_vs_multi": "this minus the multi run's"},
     "advice": {
         "run_id": "the run (several synchronous workers with a split)", "rank": "1: the largest cost",
-        "cause": "what loses speed", "cost_s": "its time per step, traced (validation and the trace window: "
-        "seconds per steady epoch)",
-        "cost_share": "its share of a steady epoch", "knob": "the perfkit option to try (null: none; a launched "
-        "script: change its code)", "api": "the TensorFlow line that does it", "predicted_speedup": "steady epoch "
+        "kind": "the cause, one of metric_reductions, framework, gradient_allreduce, straggler, input, validation, "
+        "oversubscribed, trace_window", "cause": "what loses speed, in words",
+        "detail": "the cause's own figure (metric_reductions: collectives a step besides the longest; "
+        "oversubscribed: the hosts' threads and cores; trace_window: traced steps; straggler: the host budgets "
+        "that would equal the workers; else null)",
+        "cost_s": "its time per step, traced (validation and the trace window: seconds per steady epoch)",
+        "cost_share": "its share of a steady epoch", "option": "the perfkit option that acts on it (a knob of "
+        "run's, or profile_steps; null: none, or a launched script: change its code)", "value": "the option's "
+        "value", "knob": "option and value as the flag (\"--metrics minimal\"); the straggler's host budgets",
+        "api": "the TensorFlow line that does it", "predicted_speedup": "steady epoch "
         "speedup of that change alone, the middle of its range", "predicted_lo": "the range's low end",
         "predicted_hi": "its high end", "basis": "what the prediction assumes",
-        "tried": "not yet, not tried (a launched script), or not a perfkit option"},
+        "tried": "not yet (perfkit tune runs it), not tried (a launched script, or the trace window), or not a "
+        "perfkit option"},
     "step_timeline": {
         "run_id": "the run (several synchronous workers with a split)",
         "kind": '"run" (a worker\'s recorded step) or "equal workers" (the same step as the equal-workers what-if '
@@ -278,7 +286,7 @@ def to_dict(a: Analysis, skip: set[str] | frozenset[str] = frozenset()) -> dict[
                            "baseline": {"run_id": a.baseline_id, "chosen": a.baseline_note},
                            "verdict": list(a.verdict), "assumptions": list(a.assumptions)}
     for section in TABLES:
-        out[section] = None if section in skip else _rows(getattr(a, section), section)
+        out[section] = None if section in skip else _rows(_table(a, section), section)
     out["warnings"] = list(a.warnings)
     return out
 
@@ -286,7 +294,7 @@ def to_dict(a: Analysis, skip: set[str] | frozenset[str] = frozenset()) -> dict[
 def render(a: Analysis, out: TextIO, options: RenderOptions = RenderOptions()) -> None:
     """``json.dumps(to_dict(a), indent=2)``, byte for byte, with the tables written column by column: a
     million-row step timeline as row dicts took 20 s and 4 GB (bench analysis-speed), as columns 5 s."""
-    fast = {s for s in TABLES if _plain(getattr(a, s), s)}
+    fast = {s for s in TABLES if _plain(_table(a, s), s)}
     marks = {s: f"\x00perfkit-table-{s}" for s in fast}  # where each table goes in the general encoder's text
     doc = to_dict(a, skip=fast)
     text = json.dumps({k: marks.get(k, v) for k, v in doc.items()}, indent=2, allow_nan=False) + "\n"
@@ -294,12 +302,18 @@ def render(a: Analysis, out: TextIO, options: RenderOptions = RenderOptions()) -
         if section in marks:
             before, _, text = text.partition(json.dumps(marks[section]))
             out.write(before)
-            for chunk in _table_text(getattr(a, section), section):
+            for chunk in _table_text(_table(a, section), section):
                 out.write(chunk)
     out.write(text)
 
 
 _CHUNK = 20_000  # rows turned into text at a time: a million rows' text at once would double the memory
+
+
+def _table(a: Analysis, section: str) -> pd.DataFrame:
+    """A table as written: the advice with its words (the cause, the option as its flag, whether tried)."""
+    table = getattr(a, section)
+    return view(table) if section == "advice" else table
 
 
 def _plain(df: pd.DataFrame, section: str) -> bool:

@@ -26,7 +26,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfkit.runmeta import WorkerRecord
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +189,7 @@ def mark_interrupted(run: Path, launcher: int | None, indices: list[int]) -> boo
     and what was lost; False when the run had been finished (or has no readable run.json)."""
     from perfkit.profiler.tracewindow import finish_traces
     from perfkit.results import RUN_FILE, RunDir, release_reserve
+    from perfkit.runmeta import fit_plan
 
     try:
         meta = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
@@ -197,11 +201,12 @@ def mark_interrupted(run: Path, launcher: int | None, indices: list[int]) -> boo
     indices = sorted({*indices, *(int(i) for i in cluster.get("local_workers") or [] if isinstance(i, int))})
     states = {i: _status(run, i) for i in indices}
     records = [_worker_record(cluster, i, st) for i, st in states.items()]
-    plan = next((w["plan"] for w in records if w.get("plan") and "executions_per_epoch" in w["plan"]), None)
+    plan = fit_plan(records)
     who = f"perfkit's launcher (pid {launcher})" if launcher else "perfkit's launcher"
     release_reserve(run)
     record = RunDir(run, meta)
-    record.finish("interrupted", f"{who} ended without finishing the run", workers=records, lost=lost(states),
+    record.finish("interrupted", f"{who} ended without finishing the run", workers=[w.to_dict() for w in records],
+                  lost=lost(states),
                   failure={"launcher_pid": launcher, "finished_by": "the run's janitor"},
                   **({"plan": plan} if plan else {}))
     captures = {str(i): st["profile"] for i, st in states.items() if isinstance(st.get("profile"), dict)}
@@ -228,18 +233,16 @@ def _status(run: Path, index: int) -> dict[str, Any]:
     return status if isinstance(status, dict) else {}
 
 
-def _worker_record(cluster: dict[str, Any], index: int, status: dict[str, Any]) -> dict[str, Any]:
+def _worker_record(cluster: dict[str, Any], index: int, status: dict[str, Any]) -> WorkerRecord:
     """run.json's ``workers[]`` entry, as the launcher would have written it, from what is on disk."""
+    from perfkit.runmeta import WorkerRecord
+
     task = next((t for t in cluster.get("tasks") or cluster.get("workers") or []
                  if isinstance(t, dict) and t.get("index") == index), {})
-    ints = {k: status.get(k) if isinstance(status.get(k), int) else None
-            for k in ("pid", "anchor_wall_ns", "anchor_mono_ns", "started_wall_ns")}
-    maps = {k: status.get(k) if isinstance(status.get(k), dict) else None for k in ("profile", "calibration", "plan")}
-    state = status.get("state")
-    return {"index": index, "host": task.get("host") or status.get("host"), "role": task.get("role"),
-            "task": task.get("task"), "endpoint": task.get("endpoint"), **ints, "exit_code": None,
-            "state": state if isinstance(state, str) else None, **maps, "epochs_done": status.get("epochs_done"),
-            "phases": status.get("phases") if isinstance(status.get("phases"), list) else None}
+    pid = status.get("pid")
+    return WorkerRecord.reported(index, status, host=task.get("host") or status.get("host"), role=task.get("role"),
+                                 endpoint=task.get("endpoint"), pid=pid if isinstance(pid, int) else None,
+                                 task=task.get("task"), epochs_done=status.get("epochs_done"))
 
 
 def _read_items(stream: IO[bytes]) -> list[dict[str, Any]]:

@@ -17,21 +17,10 @@ from perfkit.events import Observer
 from perfkit.profiler import scalars, tracewindow
 from perfkit.profiler.steps import StepLog, keras_callback
 from perfkit.profiler.tracewindow import CaptureTarget
+from perfkit.runmeta import FitPlan
 from perfkit.workloads import BUILTIN, compiled, pipeline
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class FitPlan:
-    steps_per_epoch: int  # batches
-    validation_steps: int  # whole global batches: the last partial one is left out on every worker
-    local_batch: int
-    params: int
-    # Batches per call of the training function (--steps-per-execution, or the workload's own compile), and
-    # the calls per epoch: what a step record, a trace window step and a traced "train" marker each are.
-    steps_per_execution: int = 1
-    executions_per_epoch: int = 0
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from perfkit._atomic import write_error
 from perfkit.errors import UsageError
 from perfkit.profiler import scalars, tracewindow
 from perfkit.profiler.steps import StepLog, keras_callback
+from perfkit.runmeta import WorkerRecord
 from perfkit.trainer.worker.part import (INDEX_VAR, RUN_DIR_VAR, Status, StatusObserver, close_part, error_line,
                                          open_part)
 
@@ -172,11 +173,12 @@ class WorkerPart:
             return "interrupted", "interrupted by the user (Ctrl-C)"
         return "failed", error_line(exc) if exc is not None else None
 
-    def worker_record(self) -> dict[str, Any]:
-        st = self.status._state
-        return {"index": self.ctx.index, "host": self.ctx.host, "pid": os.getpid(), "role": "trainer",
-                "anchor_wall_ns": self.steplog.anchor.wall_ns, "anchor_mono_ns": self.steplog.anchor.mono_ns,
-                "state": st.get("state"), "profile": st.get("profile"), "plan": self.plan}
+    def worker_record(self) -> WorkerRecord:
+        reported = self.status.reported()
+        return WorkerRecord.reported(self.ctx.index, {"state": reported.get("state"), "profile": reported.get("profile")},
+                                     host=self.ctx.host, pid=os.getpid(), role="trainer",
+                                     anchor_wall_ns=self.steplog.anchor.wall_ns,
+                                     anchor_mono_ns=self.steplog.anchor.mono_ns, plan=self.plan)
 
 
 def keras_major(callback_base: type) -> int:

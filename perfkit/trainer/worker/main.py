@@ -17,7 +17,6 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +92,7 @@ def _train(run_dir: Path, cfg: RunConfig, cluster: ClusterSpec, launch: dict[str
         scalars_dir=run_dir / "tensorboard" / f"w{index}", on_capture=lambda r: status.write(profile={**r, "attempt": int(launch.get("attempt", 0))}))
     fit(cfg, workload, strategy, steplog, StatusObserver(status, save), cpu=lambda: None,
         num_workers=cluster.num_workers, backup_dir=backup, instruments=instruments, on_plan=lambda plan: status.write(
-            plan=asdict(plan), executions_per_epoch=plan.executions_per_epoch),
+            plan=plan.to_dict(), executions_per_epoch=plan.executions_per_epoch),
         after_fit=lambda model: _calibrate(strategy, model, status) if cluster.num_workers > 1 else None)
 
 

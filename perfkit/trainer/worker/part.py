@@ -41,6 +41,11 @@ class Status:
         self._lock = threading.Lock()  # a ps chief's progress thread writes too
         self.write(state="starting")
 
+    def reported(self) -> dict[str, Any]:
+        """What this worker has reported so far (status.json's content, whether or not written yet)."""
+        with self._lock:
+            return dict(self._state)
+
     def due(self) -> bool:
         """A throttled write would be written now."""
         return time.monotonic() - self._last >= THROTTLE_S

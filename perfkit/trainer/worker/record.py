@@ -144,8 +144,8 @@ class OwnRun:
         self.run.write_frame("system.parquet", sampled.system)
         config = {**self.run.meta["config"], **plan_config(part.plan)}
         record = part.worker_record()
-        self.run.finish(outcome[0], outcome[1], sampler=sampled.stats, workers=[record], config=config)
-        captured = {str(self.context.index): record["profile"]} if record["profile"] else {}
+        self.run.finish(outcome[0], outcome[1], sampler=sampled.stats, workers=[record.to_dict()], config=config)
+        captured = {str(self.context.index): record.profile} if record.profile else {}
         finish_traces(self.run, self.context.profile_steps, captured)
 
 
