@@ -61,3 +61,12 @@ def test_readme_oldest_tensorflow_command_is_ci_s() -> None:
     assert f'"tensorflow=={SUPPORTED[0][0]}.{SUPPORTED[0][1]}.' in oldest[0], "the oldest supported TensorFlow"
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
     assert oldest[0] in ci, ".ci/run must run the README's oldest-TensorFlow command as written"
+
+
+def test_the_verdict_page_says_what_to_change_for_every_cause() -> None:
+    from perfkit.analysis.advice import CauseKind
+
+    page = (DOCS / "verdict.md").read_text(encoding="utf-8")
+    table = page[page.index("## Causes and what to change"):]
+    missing = [k.value for k in CauseKind if f"| `{k.value}` |" not in table]
+    assert not missing, f"docs/verdict.md has no row for {missing}"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
 
+from perfkit.analysis.advice.words import view
 from perfkit.analysis.renderers import RenderOptions
 from perfkit.analysis.renderers.console import MIB, fmt
 from perfkit.analysis.renderers.gantt import timeline_figure
@@ -26,8 +27,11 @@ _STAMP = re.compile(r"^\d{8}T\d{6}Z-")
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}ul.verdict li{margin:.3em 0}
 ul.verdict li:first-child{font-weight:600}
-table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}
-td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:.9em}"""
+table{border-collapse:collapse;font-size:.85em;max-width:100%}
+td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right;vertical-align:top;overflow-wrap:anywhere}
+td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:.9em}
+table.fit{table-layout:fixed;width:100%}table.fit td.text{text-align:left}
+details>summary{cursor:pointer;color:#555}code{white-space:normal}"""
 
 
 def short_names(run_ids: list[str]) -> dict[str, str]:
@@ -51,8 +55,7 @@ def page(a: Analysis) -> str:
         sections.append("<h2>Strategies compared (latest run of each mode)</h2>" + _table_html(
             a.modes, list(_MODE_COLS), _MODE_COLS))
     for run_id, adv in (a.advice.groupby("run_id", sort=False) if not a.advice.empty else []):
-        sections.append(f"<h2>Advice: {html.escape(str(run_id))}</h2>" + _table_html(adv, list(_ADVICE_COLS),
-                                                                                     _ADVICE_COLS))
+        sections.append(f"<h2>Advice: {html.escape(str(run_id))}</h2>" + _advice_html(view(adv)))
     sections.append("<h2>Runs</h2>" + _runs_html(a))
     if not a.processes.empty:
         sections.append("<h2>CPU and memory per process (training window, or a run's whole life when it has no "
@@ -282,6 +285,10 @@ _MODE_COLS = {"mode": "mode", "strategy": "strategy", "run_id": "run id", "worke
 _ADVICE_COLS = {"rank": "#", "cause": "cause", "cost_share": "of epoch", "knob": "perfkit option", "api": "TensorFlow",
                 "predicted_speedup": "predicted", "predicted_lo": "low", "predicted_hi": "high", "basis": "basis",
                 "tried": "tried"}
+# Shares of the page's width (they add up to 100): the words and the code get the room.
+_ADVICE_WIDTHS = {"rank": 3, "cause": 20, "cost_share": 6, "knob": 14, "api": 22, "predicted_speedup": 7,
+                  "predicted_lo": 5, "predicted_hi": 5, "basis": 10, "tried": 8}
+_ADVICE_TEXT = ("cause", "knob", "api", "basis", "tried")
 _PROC_COLS = {"run_id": "run id", "worker": "worker", "role": "role", "host": "host", "pid": "pid",
               "cpu_mean": "CPU mean %", "cpu_p95": "CPU p95 %", "budget_share_mean": "of host budget",
               "cpu_s": "CPU-s", "rss_peak_mib": "peak RSS MiB"}
@@ -296,6 +303,26 @@ def _runs_html(a: Analysis) -> str:
     if a.runs.empty:
         return _note("No run could be analysed.")
     return _table_html(a.runs, list(_RUN_COLS), _RUN_COLS)
+
+
+def _advice_html(adv: pd.DataFrame) -> str:
+    """The advice table, within the page's width: fixed column shares, the TensorFlow line as code that
+    wraps, what each prediction assumes folded away until asked for."""
+    cols = list(_ADVICE_COLS)
+    widths = "".join(f"<col style='width:{_ADVICE_WIDTHS[c]}%'>" for c in cols)
+    head = "".join(f"<th>{html.escape(_ADVICE_COLS[c])}</th>" for c in cols)
+    rows = []
+    for row in adv[cols].to_dict("records"):
+        cells = []
+        for c in cols:
+            text = html.escape(fmt(row[c], _SPECS.get(c, "")))
+            if c == "api":
+                text = f"<code>{text}</code>"
+            elif c == "basis":
+                text = f"<details><summary>what it assumes</summary>{text}</details>"
+            cells.append(f"<td class='text'>{text}</td>" if c in _ADVICE_TEXT else f"<td>{text}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table class='fit'><colgroup>{widths}</colgroup><tr>{head}</tr>{''.join(rows)}</table>"
 
 
 def _table_html(df: pd.DataFrame, cols: list[str], headers: dict[str, str] | None = None) -> str:
