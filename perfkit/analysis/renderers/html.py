@@ -30,7 +30,7 @@ ul.verdict li:first-child{font-weight:600}
 table{border-collapse:collapse;font-size:.85em;max-width:100%}
 td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right;vertical-align:top;overflow-wrap:anywhere}
 td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:.9em}
-table.fit{table-layout:fixed;width:100%}table.fit td.text{text-align:left}
+table.fit{table-layout:fixed;width:100%}table.fit .text{text-align:left}th{overflow-wrap:normal}
 details>summary{cursor:pointer;color:#555}code{white-space:normal}"""
 
 
@@ -286,8 +286,8 @@ _ADVICE_COLS = {"rank": "#", "cause": "cause", "cost_share": "of epoch", "knob":
                 "predicted_speedup": "predicted", "predicted_lo": "low", "predicted_hi": "high", "basis": "basis",
                 "tried": "tried"}
 # Shares of the page's width (they add up to 100): the words and the code get the room.
-_ADVICE_WIDTHS = {"rank": 3, "cause": 20, "cost_share": 6, "knob": 14, "api": 22, "predicted_speedup": 7,
-                  "predicted_lo": 5, "predicted_hi": 5, "basis": 10, "tried": 8}
+_ADVICE_WIDTHS = {"rank": 3, "cause": 20, "cost_share": 6, "knob": 14, "api": 22, "predicted_speedup": 8,
+                  "predicted_lo": 5, "predicted_hi": 5, "basis": 9, "tried": 8}
 _ADVICE_TEXT = ("cause", "knob", "api", "basis", "tried")
 _PROC_COLS = {"run_id": "run id", "worker": "worker", "role": "role", "host": "host", "pid": "pid",
               "cpu_mean": "CPU mean %", "cpu_p95": "CPU p95 %", "budget_share_mean": "of host budget",
@@ -310,7 +310,8 @@ def _advice_html(adv: pd.DataFrame) -> str:
     wraps, what each prediction assumes folded away until asked for."""
     cols = list(_ADVICE_COLS)
     widths = "".join(f"<col style='width:{_ADVICE_WIDTHS[c]}%'>" for c in cols)
-    head = "".join(f"<th>{html.escape(_ADVICE_COLS[c])}</th>" for c in cols)
+    head = "".join(f"<th class='text'>{html.escape(_ADVICE_COLS[c])}</th>" if c in _ADVICE_TEXT else
+                   f"<th>{html.escape(_ADVICE_COLS[c])}</th>" for c in cols)
     rows = []
     for row in adv[cols].to_dict("records"):
         cells = []
