@@ -33,7 +33,31 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command's; after `--` they are the user's
 )
+
+
+def _version(value: bool) -> None:
+    if not value:
+        return
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    from perfkit import __version__
+
+    try:
+        tf = version("tensorflow")
+    except PackageNotFoundError:
+        tf = "not installed"
+    typer.echo(f"perfkit {__version__} (TensorFlow {tf}, Python {platform.python_version()})")
+    raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print perfkit's version, TensorFlow's and Python's, and exit.")]
+          = False) -> None:
+    pass
 
 ResultsDir = Annotated[Path, typer.Option(help="Where run directories are created.")]
 RunId = Annotated[Optional[str], typer.Option(help="Run id (default: <UTC time>-<mode>[-<label>], or the "

@@ -104,3 +104,14 @@ def test_the_commands_register_without_pandas_or_numpy() -> None:
             "print(sorted(m for m in ('pandas', 'numpy', 'tensorflow', 'plotly') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_dash_h_is_help_everywhere_and_version_says_what_runs() -> None:
+    def perfkit(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "perfkit", *args], capture_output=True, text=True, timeout=120)
+
+    top, run = perfkit("-h"), perfkit("run", "-h")
+    assert top.returncode == 0 and "Usage: perfkit" in top.stdout and "analyze" in top.stdout, top.stderr
+    assert run.returncode == 0 and "Usage: perfkit run" in run.stdout and "--preset" in run.stdout, run.stderr
+    version = perfkit("--version")
+    assert version.returncode == 0 and version.stdout.startswith("perfkit ") and "TensorFlow " in version.stdout
