@@ -43,13 +43,14 @@ def _version(value: bool) -> None:
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
-    from perfkit import __version__
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
 
-    try:
-        tf = version("tensorflow")
-    except PackageNotFoundError:
-        tf = "not installed"
-    typer.echo(f"perfkit {__version__} (TensorFlow {tf}, Python {platform.python_version()})")
+    typer.echo(f"perfkit {installed('perfkit')} (TensorFlow {installed('tensorflow')}, "
+               f"Python {platform.python_version()})")
     raise typer.Exit()
 
 
