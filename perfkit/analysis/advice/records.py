@@ -116,17 +116,17 @@ def advice_frame(advice: Sequence[Advice], min_share: float = 0.0) -> pd.DataFra
 def advice_of(row: Any) -> Advice:
     """One row of an advice table (a namedtuple of ``itertuples`` or a Series) back as its record."""
     option, value = getattr(row, "option", None), getattr(row, "value", None)
-    change = Change(option, _plain(value)) if isinstance(option, str) and option else None
+    change = Change(option, cell_value(value)) if isinstance(option, str) and option else None
     detail = getattr(row, "detail", None)
     return Advice(CauseKind(row.kind), float(row.cost_s), float(row.cost_share), change, str(row.api),
                   Prediction(float(row.predicted_speedup), float(row.predicted_lo), float(row.predicted_hi)),
-                  str(row.basis), Tried(row.tried), None if _missing(detail) else _plain(detail))
+                  str(row.basis), Tried(row.tried), None if _missing(detail) else cell_value(detail))
 
 
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _plain(value: Any) -> Any:
+def cell_value(value: Any) -> Any:
     """A numpy scalar from a table cell as the Python value it was written as."""
     return value.item() if hasattr(value, "item") else value

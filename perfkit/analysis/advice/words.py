@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfkit.analysis.advice.records import PROFILE_STEPS, CauseKind, Change, Tried
+from perfkit.analysis.advice.records import PROFILE_STEPS, CauseKind, Change, Tried, cell_value
 from perfkit.config import KNOB_FLAGS
 
 OPTION_FLAGS = {**KNOB_FLAGS, PROFILE_STEPS: "--profile-steps"}
@@ -64,7 +64,7 @@ def view(advice: pd.DataFrame) -> pd.DataFrame:
 
 def _knob(row: Any) -> str | None:
     if isinstance(row.option, str) and row.option:
-        return change_text(Change(row.option, row.value.item() if hasattr(row.value, "item") else row.value))
+        return change_text(Change(row.option, cell_value(row.value)))
     if CauseKind(row.kind) is CauseKind.STRAGGLER and isinstance(row.detail, str) and row.detail:
         return budgets_text(row.detail)
     return None
