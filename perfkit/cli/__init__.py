@@ -21,7 +21,6 @@ def _register() -> None:
     # while TensorFlow itself stays unimported until a command needs it.
     from perfkit.cli import (  # noqa: F401
         analyze,  # noqa: F401
-        bench,  # noqa: F401
         compare,
         data,
         export,

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from perfkit.analysis.renderers.progress import ProgressObserver, WarningsOnly
+from perfkit.cli._progress import ProgressObserver, WarningsOnly
 
 if TYPE_CHECKING:
     from perfkit.analysis.result import Analysis

@@ -1,4 +1,4 @@
-"""The benchmarks that run emulated clusters, in their ``--smoke`` size through ``perfkit bench`` (a file of
+"""The benchmarks that run emulated clusters, in their ``--smoke`` size through ``python -m benchmarks`` (a file of
 their own, so that the two test workers share the suite's longest runs)."""
 
 from __future__ import annotations

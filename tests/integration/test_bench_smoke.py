@@ -1,5 +1,5 @@
 """Every benchmark script on one host in its ``--smoke`` size (those on emulated clusters: test_bench_clusters.py) (the tiny preset cut to a few steps an epoch, one repeat)
-through ``perfkit bench``: it exits 0, prints a Markdown table and writes its JSON with the expected keys
+through ``python -m benchmarks``: it exits 0, prints a Markdown table and writes its JSON with the expected keys
 and sane figures.
 
 The real measurements are run by hand (see bench/); these only prove the scripts still work.
@@ -8,14 +8,11 @@ The real measurements are run by hand (see bench/); these only prove the scripts
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration._bench import positive, smoke
-from tests.integration._util import perfkit
+from tests.integration._bench import bench, positive, smoke
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +63,7 @@ def test_trainer_smoke(tmp_path: Path) -> None:
         positive(r["flops"][arm]["achieved_flop_per_s"])
         assert 0 < positive(r["flops"][arm]["share_of_matmul"]) < 5
     assert r["article"]["runs"][0]["extra"]["params"] == 441_729  # the same model on both sides
-    # the same cached file on both sides: the smoke's 1024 + 256 players (perfkit.bench._common.SMOKE_PLAYERS)
+    # the same cached file on both sides: the smoke's 1024 + 256 players (benchmarks._common.SMOKE_PLAYERS)
     assert r["article"]["runs"][0]["extra"]["data"].endswith("synth-v1-1280p-7d-seed20190101.parquet")
     assert r["flops"]["matmul"]["flop_per_s"] > 1e8
     assert r["flops"]["train_flops_per_sample"] > 1e7
@@ -153,7 +150,7 @@ def test_trace_reliability_smoke(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(120)
 def test_unknown_benchmark_is_a_one_line_usage_error() -> None:
-    proc = perfkit("bench", "no-such-bench", timeout=60)
+    proc = bench("no-such-bench", timeout=60)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "overhead" in lines[0] and "article" in lines[0]
@@ -161,7 +158,7 @@ def test_unknown_benchmark_is_a_one_line_usage_error() -> None:
 
 @pytest.mark.timeout(120)
 def test_python_m_bench_lists_the_benchmarks() -> None:
-    proc = subprocess.run([sys.executable, "-m", "perfkit.bench"], capture_output=True, text=True, timeout=60)
+    proc = bench(timeout=60)
     assert proc.returncode == 2 and "multiworker" in proc.stdout
 
 

@@ -1,4 +1,4 @@
-"""The fault suite on real processes, through ``perfkit bench faults --smoke``: a worker stopped by SIGSTOP
+"""The fault suite on real processes, through ``python -m benchmarks faults --smoke``: a worker stopped by SIGSTOP
 (``perfkit run``), a worker of an unmodified script deadlocked in its own Keras callback (``perfkit launch``),
 and the link of an emulated host cut (``ip link set eth0 down`` in its namespace). Each must be named right
 -- the stopped or stuck worker first, as the cause, its peer as waiting; the two hosts as having lost each

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.bench import _sshhosts
+from benchmarks import _sshhosts
 from tests.integration._util import meta
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.bench._common import SMOKE_PLAYERS
+from benchmarks._common import SMOKE_PLAYERS
 from tests.integration._util import dump_dom, meta, perfkit
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("perfkit.analysis", "perfkit.trainer.hosts"),
     ("perfkit.trainer.worker",),
     ("perfkit.trainer",),
-    ("perfkit.bench",),
     ("perfkit.cli",),
     ("perfkit", "perfkit.__main__"),
 )
@@ -102,3 +101,15 @@ def test_cli_commands_do_not_import_each_other() -> None:
     commands = {m for m in MODULES if m.startswith("perfkit.cli.") and not m.split(".")[-1].startswith("_")}
     for module in commands:
         assert not GRAPH[module] & commands, f"{module} imports another command: {GRAPH[module] & commands}"
+
+
+def test_the_package_never_imports_the_benchmarks() -> None:
+    """benchmarks/ sits beside the package and is not installed with it (docs/architecture.md): an import of
+    it from perfkit would work in a checkout and fail in every installed copy."""
+    offenders = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                    else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{name} imports {m}" for m in mods if m.split(".")[0] in ("benchmarks", "tests")]
+    assert not offenders, offenders

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.bench.autorecord import (
+from benchmarks.autorecord import (
     ScriptRun,
     Size,
     example_scripts,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perfkit.bench._common import interleave, ratios
+from benchmarks._common import interleave, ratios
 
 
 def _recording(calls: list[tuple[str, int]]) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""The healthy-runs benchmark's own arithmetic (perfkit/bench/healthy.py): the script's marks and the summary
+"""The healthy-runs benchmark's own arithmetic (benchmarks/healthy.py): the script's marks and the summary
 that counts false failures. No runs."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.bench.article_multi_script import FIT_BEGAN_MARK, LAST_STEP_MARK
-from perfkit.bench.healthy import Launch, fit_s, summarise
+from benchmarks.article_multi_script import FIT_BEGAN_MARK, LAST_STEP_MARK
+from benchmarks.healthy import Launch, fit_s, summarise
 
 
 def test_a_workers_fit_is_timed_by_the_scripts_own_marks(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
-"""`perfkit bench hosts`' arithmetic and table, from results given here (the bench itself needs root and sshd)."""
+"""`python -m benchmarks hosts`' arithmetic and table, from results given here (the bench itself needs root and sshd)."""
 
 from __future__ import annotations
 
-from perfkit.bench import hosts
-from perfkit.bench._common import Report, stats
+from benchmarks import hosts
+from benchmarks._common import Report, stats
 
 
 def _report(extra: list[float], fetch: list[float], gone: list[float]) -> Report:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.bench.scaling import CASES, _judged, cluster_file, summary, with_cores
+from benchmarks.scaling import CASES, _judged, cluster_file, summary, with_cores
 from perfkit.cluster import load_cluster
 from perfkit.trainer.sweep import emulated_cluster
 

@@ -1,9 +1,9 @@
-"""perfkit bench tune's judgement of perfkit tune's tables (no training: tables as tune writes them)."""
+"""python -m benchmarks tune's judgement of perfkit tune's tables (no training: tables as tune writes them)."""
 
 from __future__ import annotations
 
-from perfkit.bench._common import Report
-from perfkit.bench.tune import table, verdicts
+from benchmarks._common import Report
+from benchmarks.tune import table, verdicts
 
 
 def _row(change: str, measured: float, predicted: float | None, vs: float, ids: str) -> dict[str, object]:

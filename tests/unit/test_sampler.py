@@ -199,7 +199,7 @@ def test_stats_and_overhead(spinner_run: Run) -> None:
     assert 2.3 <= stats["wall_s"] <= 4.0
     assert stats["cpu_s"] >= 0 and stats["missed_ticks"] >= 0
     assert stats["overhead_pct"] == pytest.approx(stats["cpu_s"] / stats["wall_s"] * 100)
-    # Its cost against training is measured side by side in `perfkit bench overhead`; here only that the
+    # Its cost against training is measured side by side in `python -m benchmarks overhead`; here only that the
     # thread sleeps between ticks (one spinning between them reads ~100 on a loaded machine as on a quiet one).
     assert stats["overhead_pct"] < 25
 

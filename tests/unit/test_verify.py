@@ -67,7 +67,7 @@ def test_a_verification_traces_the_end_of_its_first_epoch_which_steady_figures_l
 
 
 def test_bench_whatif_judges_each_cluster_on_the_median_of_its_repeats() -> None:
-    from perfkit.bench.whatif import summarise
+    from benchmarks.whatif import summarise
 
     def row(pred: float, meas: float | None, what: str = "equal workers") -> dict:
         r = {"cluster": "2w", "what": what, "prediction": {"predicted_epoch_s": pred}}

@@ -8,7 +8,7 @@ the step reads ``tf.timestamp()`` before and after the original step, and writes
 row of a small table held on the parameter servers (the worker is told apart by
 ``tf.distribute.coordinator.experimental_get_current_worker_index``, resolved when the step runs). At
 every epoch end, when Keras has joined all scheduled steps, the chief reads the tables and empties them.
-The cost per step is three tiny variable updates on a parameter server: ``perfkit bench ps-clock`` runs
+The cost per step is three tiny variable updates on a parameter server: ``python -m benchmarks ps-clock`` runs
 the same ps run with and without the clock (``PERFKIT_PS_STEP_CLOCK=0``, for that benchmark only: without
 it no worker step is recorded) and reports the steady epoch-time ratio.
 

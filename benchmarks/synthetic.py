@@ -1,0 +1,223 @@
+"""Generate synthetic run directories in the exact on-disk format, for benchmarks of `perfkit analyze`.
+
+``write_synthetic_run`` writes a complete multi-worker run (run.json with cluster, anchors and profile;
+workers/<i>/{steps,epochs}.parquet; cpu.parquet; system.parquet; trace_steps.parquet; trace_ops.parquet),
+optionally as one part per host (``<run-id>--<host>``, each on its own monotonic clock).
+``write_synthetic_baseline`` writes the matching single-mode run. Values are realistic, not measured:
+synchronous steps whose time is the slowest worker's compute + input plus a transfer, workers on the
+last host computing ``slow_speed`` times as fast, CPU% that follows each worker's busy share of its core
+allowance. Everything is vectorised (numpy), so a run of 4 workers x 200k steps with 1M CPU samples is
+written in seconds. Only analysis benchmarks and tests use it; nothing here trains or imports TensorFlow. A benchmark:
+
+    from benchmarks.synthetic import write_synthetic_baseline, write_synthetic_run
+    write_synthetic_baseline(out); write_synthetic_run(out)   # then time: perfkit analyze --results-dir out
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfkit._atomic import atomic_write
+from perfkit.results import SCHEMA_VERSION, TRACE_OPS_FILE, TRACE_STEPS_FILE, write_parquet, write_run_file
+
+S = 1_000_000_000
+WALL0 = 1_796_000_000 * S  # wall clock of the first step
+METRICS = ("loss", "accuracy", "auc", "precision", "recall")
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    run_id: str = "20261201T000000Z-multi-synthetic"
+    hosts: tuple[tuple[str, float, int], ...] = (("big", 1.6, 3), ("small", 0.4, 1))  # name, budget cores, workers
+    steps: int = 200_000  # training steps per worker, all epochs together
+    epochs: int = 4
+    cpu_rows: int = 1_000_000  # rows of cpu.parquet (every process of the run, the launcher included)
+    compute_s: float = 0.08  # a fast worker's compute per step
+    slow_speed: float = 0.4  # speed of the last host's workers relative to the others
+    transfer_s: float = 0.01
+    input_s: float = 0.002
+    val_s: float = 20.0
+    batch: int = 1024  # global batch
+    seed: int = 0
+    trace: bool = True
+    parts: bool = False  # one directory per host instead of one for the run
+    mode: str = "multi"
+
+    @property
+    def workers(self) -> int:
+        return sum(n for _, _, n in self.hosts)
+
+    def host_of(self) -> list[str]:
+        return [name for name, _, n in self.hosts for _ in range(n)]
+
+
+def write_synthetic_run(results_dir: str | Path, spec: SyntheticSpec = SyntheticSpec()) -> list[Path]:
+    """Write the run (or its parts) under ``results_dir``; returns the directories written."""
+    rng = np.random.default_rng(spec.seed)
+    steps = _simulate_steps(spec, rng)
+    epochs = _epoch_bounds(spec, steps)
+    hosts = spec.host_of()
+    parts = [(h, [w for w in range(spec.workers) if hosts[w] == h]) for h, _, _ in spec.hosts] if spec.parts \
+        else [(None, list(range(spec.workers)))]
+    offsets = {h: (i + 1) * 1_000_003 * S for i, (h, _, _) in enumerate(spec.hosts)}  # wall - monotonic per host
+    if not spec.parts:
+        offsets = dict.fromkeys(offsets, offsets[spec.hosts[0][0]])
+    out = []
+    for part, workers in parts:
+        path = Path(results_dir) / (f"{spec.run_id}--{part}" if part else spec.run_id)
+        _write_part(path, spec, part, workers, steps, epochs, offsets, rng)
+        out.append(path)
+    return out
+
+
+def write_synthetic_baseline(results_dir: str | Path, spec: SyntheticSpec = SyntheticSpec(),
+                             run_id: str = "20261130T000000Z-single-synthetic", speed: float = 3.0) -> Path:
+    """The single-mode run of the same workload: one process, ``speed`` x one fast worker's compute rate."""
+    ticks = max(spec.cpu_rows // (spec.workers + 1), 10)
+    single = replace(spec, run_id=run_id, hosts=(("vm", 2.0, 1),), mode="single", parts=False, trace=False,
+                     compute_s=spec.compute_s * spec.workers / speed, slow_speed=1.0, transfer_s=0.0, cpu_rows=ticks)
+    return write_synthetic_run(results_dir, single)[0]
+
+
+def _simulate_steps(spec: SyntheticSpec, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """[worker, step] arrays of busy/input/collective/step times and the shared wall-clock step starts."""
+    n, w = spec.steps, spec.workers
+    speed = np.array([spec.slow_speed if h == spec.hosts[-1][0] and len(spec.hosts) > 1 else 1.0
+                      for h in spec.host_of()])
+    busy = spec.compute_s / speed[:, None] * rng.lognormal(0.0, 0.08, (w, n))
+    inp = spec.input_s * rng.lognormal(0.0, 0.3, (w, n))
+    ready = busy + inp
+    step = ready.max(axis=0) + spec.transfer_s * rng.lognormal(0.0, 0.2, n)
+    per_epoch = max(n // spec.epochs, 1)
+    gap = np.full(n, 0.0005)
+    gap[per_epoch::per_epoch] += spec.val_s  # validation between epochs
+    start = WALL0 + np.concatenate([[0], np.cumsum(step[:-1] + gap[1:])]) * S
+    return {"busy": busy, "input": inp, "collective": step[None, :] - ready, "step": step,
+            "start": start.astype("int64"), "epoch": np.minimum(np.arange(n) // per_epoch, spec.epochs - 1),
+            "index": np.arange(n) - np.minimum(np.arange(n) // per_epoch, spec.epochs - 1) * per_epoch}
+
+
+def _epoch_bounds(spec: SyntheticSpec, st: dict[str, np.ndarray]) -> pd.DataFrame:
+    df = pd.DataFrame({"epoch": st["epoch"], "start": st["start"], "end": st["start"] + (st["step"] * S)
+                       .astype("int64")})
+    g = df.groupby("epoch").agg(t_start_ns=("start", "min"), train_end=("end", "max")).reset_index()
+    g["train_s"] = (g["train_end"] - g["t_start_ns"]) / S
+    g["val_s"] = spec.val_s
+    g["t_end_ns"] = g["train_end"] + (g["val_s"] * S).astype("int64")
+    progress = (g["epoch"].to_numpy() + 1) / spec.epochs
+    for m, lo, hi in (("loss", 0.6, 0.15), ("accuracy", 0.85, 0.965), ("auc", 0.9, 0.99), ("precision", 0.6, 0.85),
+                      ("recall", 0.75, 0.94)):
+        g[m] = lo + (hi - lo) * progress
+        g[f"val_{m}"] = g[m] * (0.98 if m != "loss" else 1.05)
+    return g.drop(columns="train_end")
+
+
+def _write_part(path: Path, spec: SyntheticSpec, part: str | None, workers: list[int], st: dict[str, np.ndarray],
+                epochs: pd.DataFrame, offsets: dict[str, int], rng: np.random.Generator) -> None:
+    hosts = spec.host_of()
+    path.mkdir(parents=True, exist_ok=False)
+    for w in workers:
+        off = offsets[hosts[w]]
+        jitter = rng.integers(0, 200_000, spec.steps)  # each worker enters the step a little apart
+        start = st["start"] - off + jitter
+        write_parquet(path / "workers" / str(w) / "steps.parquet", pd.DataFrame({
+            "epoch": st["epoch"].astype("int32"), "step": st["index"].astype("int32"), "t_start_ns": start,
+            "t_end_ns": start + (st["step"] * S).astype("int64"), "duration_s": st["step"],
+            "samples": np.full(spec.steps, spec.batch // spec.workers, dtype="int64")}))
+        ep = epochs.assign(t_start_ns=epochs["t_start_ns"] - off, t_end_ns=epochs["t_end_ns"] - off)
+        write_parquet(path / "workers" / str(w) / "epochs.parquet", ep.astype({"epoch": "int32"}))
+        atomic_write(path / "workers" / str(w) / "worker.log", lambda fh: fh.write(b"synthetic run: no log\n"))
+    local_host = hosts[workers[0]]
+    cpu, system = _cpu_tables(spec, workers, st, epochs, offsets[local_host], rng)
+    write_parquet(path / "cpu.parquet", cpu)
+    write_parquet(path / "system.parquet", system)
+    if spec.trace:
+        _write_traces(path, spec, workers, st)
+    interval = float(np.diff(cpu["t_ns"].to_numpy()[:2])[0]) / S
+    write_run_file(path, _meta(spec, part, workers, offsets, st, interval))
+
+
+def _cpu_tables(spec: SyntheticSpec, workers: list[int], st: dict[str, np.ndarray], epochs: pd.DataFrame,
+                offset: int, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """cpu.parquet and system.parquet rows in the sampler's order: every process of a tick, tick by tick."""
+    procs = np.array(workers + ([-1] if spec.mode == "multi" else []))
+    parts = len(spec.hosts) if spec.parts else 1
+    ticks = max(spec.cpu_rows // parts // len(procs), 2)
+    t = np.linspace(st["start"][0] - 2 * S, int(epochs["t_end_ns"].max()) + 2 * S, ticks).astype("int64") - offset
+    hosts, budgets = spec.host_of(), {h: c / n for h, c, n in spec.hosts}
+    busy_share = np.median(st["busy"] / st["step"][None, :], axis=1)
+    launcher = procs < 0
+    level = np.array([1.5 if p < 0 else budgets[hosts[p]] * 100 * busy_share[p] for p in procs])
+    names = list(dict.fromkeys(["vm", *hosts]))  # host column as codes: 10M Python strings take seconds and GBs
+    host_code = np.array([0 if p < 0 else names.index(hosts[p]) for p in procs], dtype="int8")
+    role = "trainer" if spec.mode == "single" else "worker"
+    growth = np.linspace(0, 30 * 2**20, ticks).astype("int64")[:, None]  # [tick, process]
+    cpu = pd.DataFrame({
+        "t_ns": np.repeat(t, len(procs)), "worker": np.tile(procs.astype("int32"), ticks),
+        "host": _strings(np.tile(host_code, ticks), names), "pid": np.tile(4000 + procs.astype("int64") + 1, ticks),
+        "role": _strings(np.tile(launcher.astype("int8"), ticks), [role, "launcher"]),
+        "cpu_percent": np.clip(level[None, :] * rng.lognormal(0, 0.06, (ticks, len(procs))), 0, None).ravel(),
+        "rss_bytes": (np.where(launcher, 150, 900)[None, :] * 2**20 + growth).ravel(),
+        "num_threads": np.tile(np.where(launcher, 7, 130).astype("int32"), ticks)})
+    system = pd.DataFrame({"t_ns": np.repeat(t, 2), "core": np.tile(np.array([0, 1], dtype="int32"), ticks),
+                           "busy_percent": np.clip(rng.normal(90, 5, 2 * ticks), 0, 100)})
+    return cpu, system
+
+
+def _strings(codes: np.ndarray, names: list[str]) -> pd.Series:
+    """A text column from small integer codes, without a Python object per row."""
+    return pd.Series(pd.Categorical.from_codes(codes, categories=names)).astype("str")
+
+
+def _write_traces(path: Path, spec: SyntheticSpec, workers: list[int], st: dict[str, np.ndarray]) -> None:
+    hosts, n = spec.host_of(), spec.steps
+    frames = []
+    for w in workers:
+        busy = st["busy"][w]
+        frames.append(pd.DataFrame({
+            "worker": np.full(n, w, dtype="int64"), "host": np.full(n, hosts[w], dtype=object),
+            "epoch": st["epoch"].astype("int64"), "step": st["index"].astype("int64"), "t_start_ns": st["start"],
+            "step_s": st["step"], "compute_s": busy * 0.9, "collective_s": st["collective"][w],
+            "input_s": st["input"][w], "other_s": busy * 0.1}))
+    write_parquet(path / TRACE_STEPS_FILE, pd.concat(frames, ignore_index=True))
+    ops = [("CollectiveReduceV2", "collective_s"), ("MatMul", "compute_s"), ("IteratorGetNext", "input_s")]
+    write_parquet(path / TRACE_OPS_FILE, pd.DataFrame([
+        {"worker": w, "host": hosts[w], "name": name, "count": n,
+         "total_s": float((st["collective"][w] if col == "collective_s" else st["input"][w] if col == "input_s"
+                           else st["busy"][w] * 0.9).sum())} for w in workers for name, col in ops]))
+
+
+def _meta(spec: SyntheticSpec, part: str | None, workers: list[int], offsets: dict[str, int],
+          st: dict[str, np.ndarray], interval_s: float) -> dict[str, Any]:
+    hosts = spec.host_of()
+    median = float(np.median(st["step"]))
+    profile = {"window": {"first": 0, "last": spec.steps - 1}, "session": "synthetic", "workers": {
+        str(w): {"status": "captured", "file": None, "error": None, "steps": spec.steps, "trace_median_step_s": median,
+                 "callback_median_step_s": median, "agreement": 1.0, "within_10pct": True} for w in workers}}
+    return {
+        "schema_version": SCHEMA_VERSION, "run_id": spec.run_id, "status": "complete", "error": None,
+        "started": "2026-12-01T00:00:00.000Z", "ended": "2026-12-01T00:00:00.000Z",
+        "part": {"name": part, "workers": workers} if part else None, "mode": spec.mode,
+        "strategy": "MultiWorkerMirroredStrategy" if spec.mode == "multi" else "MirroredStrategy",
+        "preset": "synthetic", "config": {"mode": spec.mode, "preset": "synthetic", "epochs": spec.epochs,
+                                          "batch_size": spec.batch, "train_players": 1_000_000,
+                                          "test_players": 250_000, "sequence_length": 7, "seed": spec.seed,
+                                          "sample_interval": interval_s, "data_path": None},
+        "data": {"path": "results/datasets/synthetic-benchmark.parquet", "source": "generated"},
+        "cluster": {"hosts": [{"name": h, "address": f"10.0.0.{i + 1}", "cores": c, "workers": n}
+                              for i, (h, c, n) in enumerate(spec.hosts)],
+                    "workers": [{"index": w, "host": hosts[w]} for w in range(spec.workers)],
+                    "num_workers": spec.workers, "local_workers": workers,
+                    "cpu_budget": {"host_budgets_cores": {h: c for h, c, _ in spec.hosts}}},
+        "versions": {"perfkit": "synthetic"}, "machine": {"logical_cores": 2},
+        "command_started_wall_ns": int(st["start"][0] - 10 * S),
+        "sampler": {"interval_s": interval_s}, "restarts": [], "failure": None,
+        "workers": [{"index": w, "host": hosts[w], "pid": 4000 + w + 1, "role": "worker", "anchor_wall_ns": WALL0,
+                     "anchor_mono_ns": WALL0 - offsets[hosts[w]], "exit_code": 0, "state": "done"} for w in workers],
+        "profile": profile if spec.trace else None,
+    }
