@@ -31,8 +31,21 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._allreduce_worker import ARMS
-from benchmarks._common import (_POLL_S, Proc, Report, _stop_group, conclude, env_with_repo, finish_args, fmt,
-                           heading, make_parser, markdown_table, progress, stats)
+from benchmarks._common import (
+    _POLL_S,
+    Proc,
+    Report,
+    _stop_group,
+    conclude,
+    env_with_repo,
+    finish_args,
+    fmt,
+    heading,
+    make_parser,
+    markdown_table,
+    progress,
+    stats,
+)
 from benchmarks._runs import JSON_MARK, script_json
 
 NAME = "allreduce"

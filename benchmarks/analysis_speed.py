@@ -31,8 +31,23 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks._common import (CHECKOUT, PERFKIT, Proc, Report, conclude, env_with_repo, finish_args, fmt_range, heading,
-                                   interleave, make_parser, markdown_table, progress, run_measured, stats)
+from benchmarks._common import (
+    CHECKOUT,
+    PERFKIT,
+    Proc,
+    Report,
+    conclude,
+    env_with_repo,
+    finish_args,
+    fmt_range,
+    heading,
+    interleave,
+    make_parser,
+    markdown_table,
+    progress,
+    run_measured,
+    stats,
+)
 
 NAME = "analysis-speed"
 FIXTURES = CHECKOUT / "tests" / "data"

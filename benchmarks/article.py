@@ -16,8 +16,24 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (CHECKOUT, PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, heading, interleave,
-                           make_parser, markdown_table, progress, ratios, run_measured, smoke_size, stats)
+from benchmarks._common import (
+    CHECKOUT,
+    PERFKIT,
+    Report,
+    conclude,
+    env_with_repo,
+    finish_args,
+    fmt,
+    heading,
+    interleave,
+    make_parser,
+    markdown_table,
+    progress,
+    ratios,
+    run_measured,
+    smoke_size,
+    stats,
+)
 from benchmarks._runs import Training, perfkit_run, runs_dir, training_summary
 
 NAME = "article"

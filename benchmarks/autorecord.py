@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (CHECKOUT,
+from benchmarks._common import (
+    CHECKOUT,
     PERFKIT,
     Report,
     conclude,

@@ -15,8 +15,21 @@ import re
 import tempfile
 from pathlib import Path
 
-from benchmarks._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, fmt_range, heading,
-                           make_parser, markdown_table, progress, run_measured, stats)
+from benchmarks._common import (
+    PERFKIT,
+    Report,
+    conclude,
+    env_with_repo,
+    finish_args,
+    fmt,
+    fmt_range,
+    heading,
+    make_parser,
+    markdown_table,
+    progress,
+    run_measured,
+    stats,
+)
 
 NAME = "datagen"
 TARGET_S, TARGET_RSS_BYTES = 15.0, 2.5e9  # for the blog preset

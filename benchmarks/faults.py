@@ -33,8 +33,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (CHECKOUT, PERFKIT, Report, conclude, env_with_repo, finish_args, heading, make_parser,
-                                   markdown_table, progress, smoke_size)
+from benchmarks._common import (
+    CHECKOUT,
+    PERFKIT,
+    Report,
+    conclude,
+    env_with_repo,
+    finish_args,
+    heading,
+    make_parser,
+    markdown_table,
+    progress,
+    smoke_size,
+)
 from benchmarks._runs import runs_dir
 
 NAME = "faults"

@@ -28,8 +28,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (CHECKOUT, PERFKIT, Report, conclude, env_with_repo, finish_args, fmt_range, heading,
-                                   make_parser, markdown_table, progress, run_measured, stats)
+from benchmarks._common import (
+    CHECKOUT,
+    PERFKIT,
+    Report,
+    conclude,
+    env_with_repo,
+    finish_args,
+    fmt_range,
+    heading,
+    make_parser,
+    markdown_table,
+    progress,
+    run_measured,
+    stats,
+)
 from benchmarks._runs import runs_dir
 from benchmarks.article_multi_script import FIT_BEGAN_MARK, LAST_STEP_MARK
 from perfkit.cluster import free_ports

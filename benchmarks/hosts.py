@@ -24,8 +24,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (CHECKOUT, Report, conclude, finish_args, fmt_range, heading, make_parser, markdown_table,
-                                   progress, run_measured, stats)
+from benchmarks._common import (
+    CHECKOUT,
+    Report,
+    conclude,
+    finish_args,
+    fmt_range,
+    heading,
+    make_parser,
+    markdown_table,
+    progress,
+    run_measured,
+    stats,
+)
 
 NAME = "hosts"
 QUICK = (sys.executable, "-m", "benchmarks.article_multi_script", "--samples", "60000", "--epochs", "3")

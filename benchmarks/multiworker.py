@@ -16,8 +16,20 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks._common import (Report, conclude, finish_args, fmt, fmt_range, heading, interleave, make_parser,
-                           markdown_table, progress, ratios, smoke_size)
+from benchmarks._common import (
+    Report,
+    conclude,
+    finish_args,
+    fmt,
+    fmt_range,
+    heading,
+    interleave,
+    make_parser,
+    markdown_table,
+    progress,
+    ratios,
+    smoke_size,
+)
 from benchmarks._runs import Training, perfkit_run, runs_dir, training_summary
 
 NAME = "multiworker"

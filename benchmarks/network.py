@@ -17,8 +17,18 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks._common import (Report, conclude, finish_args, fmt, heading, interleave, make_parser,
-                                    markdown_table, progress, smoke_size)
+from benchmarks._common import (
+    Report,
+    conclude,
+    finish_args,
+    fmt,
+    heading,
+    interleave,
+    make_parser,
+    markdown_table,
+    progress,
+    smoke_size,
+)
 from benchmarks._runs import Training, perfkit_run, runs_dir
 
 NAME = "network"

@@ -26,9 +26,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks._common import (SMOKE_PLAYERS, Report, conclude, env_with_repo, finish_args, fmt_range, heading,
-                                    interleave, make_parser, markdown_table, progress, ratio_sentence, ratios,
-                                    run_measured, smoke_size, stats)
+from benchmarks._common import (
+    SMOKE_PLAYERS,
+    Report,
+    conclude,
+    env_with_repo,
+    finish_args,
+    fmt_range,
+    heading,
+    interleave,
+    make_parser,
+    markdown_table,
+    progress,
+    ratio_sentence,
+    ratios,
+    run_measured,
+    smoke_size,
+    stats,
+)
 from benchmarks._runs import Training, perfkit_run, runs_dir, script_json, script_run, training_summary
 from perfkit.config import get_preset
 from perfkit.profiler.tracewindow import resolve

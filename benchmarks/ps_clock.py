@@ -14,8 +14,20 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks._common import (Report, conclude, finish_args, fmt_range, heading, interleave, make_parser,
-                                    markdown_table, progress, ratio_sentence, ratios, smoke_size)
+from benchmarks._common import (
+    Report,
+    conclude,
+    finish_args,
+    fmt_range,
+    heading,
+    interleave,
+    make_parser,
+    markdown_table,
+    progress,
+    ratio_sentence,
+    ratios,
+    smoke_size,
+)
 from benchmarks._runs import Training, perfkit_run, runs_dir, training_summary
 from perfkit.trainer.worker.ps import CLOCK_ENV
 

@@ -21,8 +21,20 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (CHECKOUT, PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, heading, make_parser,
-                                   markdown_table, progress, run_measured)
+from benchmarks._common import (
+    CHECKOUT,
+    PERFKIT,
+    Report,
+    conclude,
+    env_with_repo,
+    finish_args,
+    fmt,
+    heading,
+    make_parser,
+    markdown_table,
+    progress,
+    run_measured,
+)
 from benchmarks._runs import runs_dir
 from perfkit.trainer.rounds import rounds
 

@@ -21,8 +21,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (Report, conclude, finish_args, fmt_range, heading, interleave, make_parser,
-                                   markdown_table, progress, ratios, stats)
+from benchmarks._common import (
+    Report,
+    conclude,
+    finish_args,
+    fmt_range,
+    heading,
+    interleave,
+    make_parser,
+    markdown_table,
+    progress,
+    ratios,
+    stats,
+)
 from benchmarks._runs import Training, perfkit_run, runs_dir
 from perfkit.trainer.forkserver import START_VAR
 

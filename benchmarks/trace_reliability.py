@@ -32,8 +32,19 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, heading, make_parser,
-                                    markdown_table, progress, run_measured)
+from benchmarks._common import (
+    PERFKIT,
+    Report,
+    conclude,
+    env_with_repo,
+    finish_args,
+    fmt,
+    heading,
+    make_parser,
+    markdown_table,
+    progress,
+    run_measured,
+)
 from benchmarks._runs import printed_run_dir, runs_dir
 from perfkit.config import RunConfig
 from perfkit.profiler.tracewindow import AUTO_LENGTH

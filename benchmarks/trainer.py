@@ -20,9 +20,24 @@ import math
 import sys
 from typing import Any
 
-from benchmarks._common import (Report, conclude, env_with_repo, finish_args, fmt, fmt_range, heading, interleave,
-                           make_parser, markdown_table, progress, ratios, run_measured, smoke_size, stats,
-                           VERDICT_WORD)
+from benchmarks._common import (
+    VERDICT_WORD,
+    Report,
+    conclude,
+    env_with_repo,
+    finish_args,
+    fmt,
+    fmt_range,
+    heading,
+    interleave,
+    make_parser,
+    markdown_table,
+    progress,
+    ratios,
+    run_measured,
+    smoke_size,
+    stats,
+)
 from benchmarks._runs import perfkit_run, runs_dir, script_json, script_run, training_summary
 from benchmarks.flops import forward_flops_per_sample, train_flops_per_sample
 

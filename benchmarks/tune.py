@@ -15,8 +15,20 @@ import argparse
 import json
 from typing import Any
 
-from benchmarks._common import (CHECKOUT, PERFKIT, Report, conclude, env_with_repo, finish_args, fmt, heading, make_parser,
-                                   markdown_table, progress, run_measured)
+from benchmarks._common import (
+    CHECKOUT,
+    PERFKIT,
+    Report,
+    conclude,
+    env_with_repo,
+    finish_args,
+    fmt,
+    heading,
+    make_parser,
+    markdown_table,
+    progress,
+    run_measured,
+)
 from benchmarks._runs import runs_dir
 
 NAME = "tune"

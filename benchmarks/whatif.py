@@ -22,8 +22,17 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (Report, conclude, finish_args, fmt, heading, make_parser, markdown_table, progress,
-                                    smoke_size)
+from benchmarks._common import (
+    Report,
+    conclude,
+    finish_args,
+    fmt,
+    heading,
+    make_parser,
+    markdown_table,
+    progress,
+    smoke_size,
+)
 from benchmarks._runs import perfkit_run, runs_dir
 
 NAME = "whatif"
@@ -48,8 +57,13 @@ def one(name: str, hosts: list[tuple[str, float, int]], args: argparse.Namespace
     """The unequal run, then each what-if it proposes run as predicted: one row per what-if."""
     from perfkit.analysis.analyze import analyze
     from perfkit.analysis.cpu import requested_budgets
-    from perfkit.analysis.verify import (equal_cluster_toml, placement_cluster_toml, prediction, proposed_workers,
-                                         verification_window_of)
+    from perfkit.analysis.verify import (
+        equal_cluster_toml,
+        placement_cluster_toml,
+        prediction,
+        proposed_workers,
+        verification_window_of,
+    )
     from perfkit.analysis.whatif import budgets_text, parse_budgets
     from perfkit.errors import UsageError
     from perfkit.results import load_meta

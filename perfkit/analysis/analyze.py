@@ -21,17 +21,17 @@ import pandas as pd
 from perfkit.analysis import cpu as cpu_fig
 from perfkit.analysis import runcache
 from perfkit.analysis.advice import advice_table
-from perfkit.analysis.overheads import window_cost, window_seconds
 from perfkit.analysis.answer import assumption_lines
 from perfkit.analysis.command import NO_STEPS, command_row, exit_codes, stepless, stepless_worker_rows, worker_indices
 from perfkit.analysis.load import LoadedRun
 from perfkit.analysis.modes import mode_table
+from perfkit.analysis.overheads import window_cost, window_seconds
 from perfkit.analysis.result import Analysis
 from perfkit.analysis.select import Selection, describe_data, load_and_select
 from perfkit.analysis.startup import startup_phases
 from perfkit.analysis.stragglers import StragglerFigures, estimate_split, stragglers, trace_split
-from perfkit.analysis.timeline import step_timeline
 from perfkit.analysis.summary import cpu_table_of, epoch_table, summarize, training_window
+from perfkit.analysis.timeline import step_timeline
 from perfkit.analysis.verdict import verdict
 from perfkit.analysis.verify import verification_table
 from perfkit.analysis.whatif import EMPTY_ROW, PLACEMENT_EMPTY, StepModel, equal_workers, placement_row

@@ -27,7 +27,7 @@ import pandas as pd
 
 from perfkit.analysis.load import LoadedRun
 from perfkit.analysis.tracetables import profile_workers
-from perfkit.analysis.tracetracks import (COUNTER_TID, EPOCHS_TID, LINE_TID, STEPS_TID, counter_events, track_names)
+from perfkit.analysis.tracetracks import COUNTER_TID, EPOCHS_TID, LINE_TID, STEPS_TID, counter_events, track_names
 from perfkit.profiler import xplane
 from perfkit.results import RunMeta, RunRecord
 

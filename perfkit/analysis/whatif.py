@@ -42,8 +42,15 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis.cpu import host_budgets, worker_hosts
-from perfkit.analysis.stragglers import (STEP_KEY, StepSplit, allowances, held_to_a_core, row_median,
-                                         step_keys, work_per_step)
+from perfkit.analysis.stragglers import (
+    STEP_KEY,
+    StepSplit,
+    allowances,
+    held_to_a_core,
+    row_median,
+    step_keys,
+    work_per_step,
+)
 from perfkit.analysis.summary import final_attempt
 from perfkit.results import RunMeta, RunRecord
 

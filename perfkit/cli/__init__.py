@@ -9,8 +9,8 @@ import sys
 
 import typer
 
-from perfkit.cli._shared import app
 from perfkit._atomic import is_disk_error, write_error
+from perfkit.cli._shared import app
 from perfkit.errors import PerfkitError
 
 __all__ = ["app", "main"]
@@ -27,10 +27,10 @@ def _register() -> None:
         launch,
         run,
         runs,
+        sweep,  # noqa: F401
         tensorboard,
         tune,
     )
-    from perfkit.cli import sweep  # noqa: F401
 
 
 def _interrupt_on_term_and_hangup() -> None:

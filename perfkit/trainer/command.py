@@ -26,18 +26,25 @@ from pathlib import Path
 from typing import Any
 
 from perfkit._atomic import write_error
-from perfkit._tf import legacy_switch
 from perfkit._started import begin_run
+from perfkit._tf import legacy_switch
 from perfkit.cluster import ClusterSpec
 from perfkit.config import Mode, sanitize_id
 from perfkit.errors import UsageError
 from perfkit.events import NullObserver, Observer
 from perfkit.results import RunDir
+from perfkit.trainer.forkserver import worker_env
 from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.hosts.hostenv import HostEnv
-from perfkit.trainer.multi import (MultiOptions, Supervision, placement_meta, placements_payload, run_dir_id,
-                                   supervise_run, warn_setup)
-from perfkit.trainer.forkserver import worker_env
+from perfkit.trainer.multi import (
+    MultiOptions,
+    Supervision,
+    placement_meta,
+    placements_payload,
+    run_dir_id,
+    supervise_run,
+    warn_setup,
+)
 from perfkit.trainer.worker.env import AUTO_VAR, STEP_FUNCTION_VAR
 from perfkit.trainer.worker.part import INDEX_VAR, RUN_DIR_VAR, command_identity, plan_config
 

@@ -17,20 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfkit.cluster import ClusterSpec
 from perfkit._atomic import DISK_REASONS, disk_refuses, is_disk_error, write_error
+from perfkit._started import begin_run
+from perfkit.cluster import ClusterSpec
 from perfkit.config import RunConfig, sanitize_id
 from perfkit.errors import UsageError
 from perfkit.events import NullObserver, Observer
-from perfkit._started import begin_run
 from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, Target
-from perfkit.runmeta import fit_plan
 from perfkit.profiler.tracewindow import finish_traces
 from perfkit.results import RUN_FILE, RunDir, new_run_id
-from perfkit.trainer.hosts.hostenv import HostEnv
-from perfkit.trainer.forkserver import WorkerStart, start_fork_server
+from perfkit.runmeta import fit_plan
 from perfkit.trainer.faultnaming import Failure
+from perfkit.trainer.forkserver import WorkerStart, start_fork_server
+from perfkit.trainer.hosts.hostenv import HostEnv
 from perfkit.trainer.processes import Launcher, write_launch_file
 from perfkit.trainer.supervise import raise_for, supervise
 

@@ -259,8 +259,13 @@ def verification(analysis: Any, run: Path, cfg: RunConfig, opts: MultiOptions, w
     or the proposed workers per host at the budgets the run had; its cluster file is written into ``run``."""
     from perfkit._atomic import atomic_write
     from perfkit.analysis.cpu import requested_budgets
-    from perfkit.analysis.verify import (equal_cluster_toml, placement_cluster_toml, prediction, proposed_workers,
-                                         verification_window_of)
+    from perfkit.analysis.verify import (
+        equal_cluster_toml,
+        placement_cluster_toml,
+        prediction,
+        proposed_workers,
+        verification_window_of,
+    )
     from perfkit.analysis.whatif import budgets_text, parse_budgets
     from perfkit.results import load_meta
 

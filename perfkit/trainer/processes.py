@@ -35,9 +35,9 @@ from perfkit.runmeta import WorkerRecord
 from perfkit.trainer import hang, teardown
 from perfkit.trainer.clock import SYSTEM, Clock
 from perfkit.trainer.faultnaming import Failure, FaultNaming
-from perfkit.trainer.lostworkers import LostWorkers
 from perfkit.trainer.forkserver import Adopted, ForkServer, worker_env
 from perfkit.trainer.hosts.cpubudget import Placement
+from perfkit.trainer.lostworkers import LostWorkers
 from perfkit.trainer.probe import listening, unreachable
 from perfkit.trainer.worker.heartbeat import HEARTBEAT_FILE, read_heartbeat
 from perfkit.trainer.worker.session import CLAIM_FILE

@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from perfkit._started import begin_run
 from perfkit.config import RunConfig, sanitize_id
 from perfkit.errors import PerfkitError, RunFailed, RunInterrupted
 from perfkit.events import NullObserver, Observer
-from perfkit._started import begin_run
 from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, SamplerResult, Target
 from perfkit.profiler.steps import StepLog

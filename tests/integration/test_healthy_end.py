@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.integration._bench import ROOT
-from tests.integration._util import last_attempt, meta, perfkit, only_run
+from tests.integration._util import last_attempt, meta, only_run, perfkit
 
 pytestmark = pytest.mark.integration
 

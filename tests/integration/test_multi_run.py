@@ -15,8 +15,19 @@ import pytest
 from perfkit.analysis.summary import final_attempt
 from perfkit.profiler.tracewindow import CRASH_IN_STOP_ENV
 from tests import clusters
-from tests.integration._util import (PERFKIT, TINY_MULTI, assert_no_orphans, meta, only_run, perfkit,
-                                     require_every_trace, run_ok, start, wait_for_status, worker_processes)
+from tests.integration._util import (
+    PERFKIT,
+    TINY_MULTI,
+    assert_no_orphans,
+    meta,
+    only_run,
+    perfkit,
+    require_every_trace,
+    run_ok,
+    start,
+    wait_for_status,
+    worker_processes,
+)
 
 pytestmark = pytest.mark.integration
 

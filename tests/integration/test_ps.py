@@ -13,8 +13,16 @@ import pandas as pd
 import pytest
 
 from tests import clusters
-from tests.integration._util import (TINY_MULTI, assert_no_orphans, meta, only_run, perfkit, run_ok, start,
-                                     wait_for_status)
+from tests.integration._util import (
+    TINY_MULTI,
+    assert_no_orphans,
+    meta,
+    only_run,
+    perfkit,
+    run_ok,
+    start,
+    wait_for_status,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from perfkit.analysis.advice import CauseKind, Tried
-from perfkit.analysis.overheads import traced_batches
 from perfkit.analysis.analyze import analyze
+from perfkit.analysis.overheads import traced_batches
 from perfkit.analysis.tuning import TriedRuns, steady_runs, tried_table
 from perfkit.profiler import xplane
 from perfkit.results import write_parquet

@@ -10,8 +10,7 @@ import pytest
 from perfkit.analysis.advice import CauseKind
 from perfkit.analysis.analyze import Analysis, analyze
 from perfkit.analysis.load import load_runs
-from tests.unit._analysis_runs import S, single_run, write_run
-from tests.unit._analysis_runs import typed
+from tests.unit._analysis_runs import S, single_run, typed, write_run
 
 BASE, STRAG = "20260101T000000Z-single-base", "20260101T010000Z-multi-strag"
 

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from perfkit.analysis import renderers
-from perfkit.analysis.renderers.gantt import timeline_figure
 from perfkit.analysis.analyze import Analysis, analyze
 from perfkit.analysis.renderers import json as report_json
+from perfkit.analysis.renderers.gantt import timeline_figure
 from perfkit.analysis.renderers.html import page as render_html
-from tests.unit._analysis_runs import S, WALL0, set_meta, single_run, write_run
+from tests.unit._analysis_runs import WALL0, S, set_meta, single_run, write_run
 
 BASE, STRAG = "20260101T000000Z-single-base", "20260101T010000Z-multi-strag"
 VERIFY = "20260101T030000Z-multi-verify"

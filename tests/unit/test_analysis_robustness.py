@@ -9,8 +9,7 @@ import pytest
 
 from perfkit.analysis.analyze import analyze
 from perfkit.errors import ResultsError, UsageError
-from tests.unit._analysis_runs import set_meta, single_run, write_run
-from tests.unit._analysis_runs import typed
+from tests.unit._analysis_runs import set_meta, single_run, typed, write_run
 
 BASE, RUN = "20260101T000000Z-single-base", "20260101T010000Z-multi-run"
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.synthetic import SyntheticSpec, write_synthetic_baseline, write_synthetic_run
 from perfkit.analysis.analyze import analyze
 from perfkit.analysis.load import TRACE_STEP_COLUMNS, load_runs
-from benchmarks.synthetic import SyntheticSpec, write_synthetic_baseline, write_synthetic_run
 from perfkit.results import CPU_COLUMNS, EPOCH_COLUMNS, STEP_COLUMNS, RunRecord
 
 SMALL = SyntheticSpec(steps=600, epochs=3, cpu_rows=6_000, val_s=2.0)

@@ -11,9 +11,20 @@ import pytest
 
 from perfkit.errors import DataError, UsageError
 from perfkit.workloads.botdetector import data
-from perfkit.workloads.botdetector.data import (DAY_COL, FEATURES, ID_COL, LABEL_COL, Standardizer, Windows,
-                                                dataset_cache_path, load_or_generate, load_table, prepare,
-                                                split_by_player, window)
+from perfkit.workloads.botdetector.data import (
+    DAY_COL,
+    FEATURES,
+    ID_COL,
+    LABEL_COL,
+    Standardizer,
+    Windows,
+    dataset_cache_path,
+    load_or_generate,
+    load_table,
+    prepare,
+    split_by_player,
+    window,
+)
 from perfkit.workloads.botdetector.synth import COUNT_FEATURES, SHARE_FEATURES, generate
 
 

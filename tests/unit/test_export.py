@@ -17,7 +17,7 @@ from perfkit.analysis.traceevents import trace_events
 from perfkit.cli import main
 from perfkit.profiler import xplane
 from perfkit.results import write_parquet
-from tests.unit._analysis_runs import S, WALL0, set_meta, single_run, write_run
+from tests.unit._analysis_runs import WALL0, S, set_meta, single_run, write_run
 from tests.unit._trace_format import check_format, of, read_trace, worker_pids
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -13,8 +13,15 @@ from pathlib import Path
 import pytest
 
 from perfkit.errors import UsageError
-from perfkit.trainer.forkserver import (START_VAR, Adopted, ForkServer, ForkServerError, WorkerStart,
-                                        start_fork_server, worker_env)
+from perfkit.trainer.forkserver import (
+    START_VAR,
+    Adopted,
+    ForkServer,
+    ForkServerError,
+    WorkerStart,
+    start_fork_server,
+    worker_env,
+)
 
 
 def _child(code: int | None, sleep: float = 0.0) -> int:

@@ -14,8 +14,8 @@ from perfkit.events import NullObserver
 from perfkit.profiler.sampler import Sampler
 from perfkit.results import RunDir
 from perfkit.runmeta import WorkerRecord
-from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.faultnaming import Failure
+from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.processes import Launcher
 from perfkit.trainer.supervise import profiler_crash, supervise
 

@@ -7,8 +7,7 @@ import pandas as pd
 import pytest
 
 from perfkit.analysis.summary import cpu_table, epoch_table, summarize
-from perfkit.results import RunDir, RunRecord
-from perfkit.results import RunMeta
+from perfkit.results import RunDir, RunMeta, RunRecord
 
 S = 1_000_000_000
 

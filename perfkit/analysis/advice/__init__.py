@@ -16,8 +16,16 @@ from typing import Any
 import pandas as pd
 
 from perfkit.analysis.advice import causes
-from perfkit.analysis.advice.records import (ADVICE_COLUMNS, Advice, CauseKind, Change, Prediction, Tried,
-                                             advice_frame, advice_of)
+from perfkit.analysis.advice.records import (
+    ADVICE_COLUMNS,
+    Advice,
+    CauseKind,
+    Change,
+    Prediction,
+    Tried,
+    advice_frame,
+    advice_of,
+)
 from perfkit.analysis.advice.terms import steady_epochs, terms, window_growth
 from perfkit.analysis.cpu import CpuSamples
 from perfkit.analysis.overheads import WindowCost, cpu_held, window_cost, worker_cores

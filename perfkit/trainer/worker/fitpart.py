@@ -17,8 +17,15 @@ from perfkit.errors import UsageError
 from perfkit.profiler import scalars, tracewindow
 from perfkit.profiler.steps import StepLog, keras_callback
 from perfkit.runmeta import WorkerRecord
-from perfkit.trainer.worker.part import (INDEX_VAR, RUN_DIR_VAR, Status, StatusObserver, close_part, error_line,
-                                         open_part)
+from perfkit.trainer.worker.part import (
+    INDEX_VAR,
+    RUN_DIR_VAR,
+    Status,
+    StatusObserver,
+    close_part,
+    error_line,
+    open_part,
+)
 
 log = logging.getLogger("perfkit.worker")
 

@@ -16,8 +16,18 @@ import pyarrow.parquet as pq
 from perfkit._atomic import atomic_write
 from perfkit.errors import DataError
 from perfkit.workloads.botdetector.synth import FEATURES, GENERATOR_VERSION, generate
-from perfkit.workloads.botdetector.table import (COLUMNS, DAY_COL, ID_COL, LABEL_COL, SUFFIXES,  # noqa: F401
-                                                 check_suffix, one_line, load_table, sorted_keys, validate)
+from perfkit.workloads.botdetector.table import (  # noqa: F401
+    COLUMNS,
+    DAY_COL,
+    ID_COL,
+    LABEL_COL,
+    SUFFIXES,
+    check_suffix,
+    load_table,
+    one_line,
+    sorted_keys,
+    validate,
+)
 
 __all__ = [  # FEATURES is re-exported from synth so that callers need only this module
     "DAY_COL", "FEATURES", "ID_COL", "LABEL_COL", "PreparedData", "Standardizer", "Windows", "dataset_cache_path",
