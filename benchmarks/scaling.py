@@ -67,7 +67,7 @@ CASES = {
     "readme-unequal": Case("strong", None, (1, 2, 3), 4, 768, (20_000, 5_000), "examples/blog-cluster.toml"),
 }
 # strong-0.125 runs the whole batch of one worker on an eighth of a core: its sweep alone takes about three
-# times another case's, so the default's second size is weak-0.125 (docs/benchmarks.md).
+# times another case's, so the default's second size is weak-0.125 (benchmarks/measurements).
 DEFAULT_CASES = ("strong-0.25", "weak-0.125", "weak-0.25", "readme-unequal")
 SMOKE = Case("strong", 0.5, (1, 2), 4, 256, (1024, 256))
 

@@ -1,6 +1,6 @@
 """How the analysing process takes memory: small pages, one allocator.
 
-Measured on the 2-core KVM guest of docs/benchmarks.md ("Analysis speed"): of a ``perfkit analyze`` of 4
+Measured on the 2-core KVM guest of benchmarks/measurements ("Analysis speed"): of a ``perfkit analyze`` of 4
 workers x 200k steps, more CPU time went to the kernel than to the analysis (5.1 s system against 3.4 s
 user). NumPy advises huge pages for every array of 4 MB or more (``madvise(MADV_HUGEPAGE)``); where the
 kernel's THP ``defrag`` setting is ``madvise`` (its default) and no huge page is free, each first touch of

@@ -19,7 +19,7 @@ cores a worker's step runs on:
 
 The all-reduce is one coefficient, per doubling: the exposed all-reduce in the traces of this project's
 sweeps grew by about the same amount from 2 to 4 workers as from 4 to 8 (strong and weak scaling;
-docs/benchmarks.md). A ring's two terms (bytes 2(N-1)/N * G and a latency per extra worker) need two
+benchmarks/measurements). A ring's two terms (bytes 2(N-1)/N * G and a latency per extra worker) need two
 multi-worker counts for two coefficients, so a sweep of 1, 2 and 4 would have no count to spare for them
 and leave-one-out could not fit them at all; one latency per extra worker alone overshot the 8-worker
 transfer by a third, the bytes term alone undershot it.

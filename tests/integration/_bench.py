@@ -15,7 +15,7 @@ MACHINE_KEYS = {"cpu_model", "logical_cores", "memory_bytes"}
 
 
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``python -m benchmarks ARGS`` from the checkout's root, as docs/benchmarks.md runs them."""
+    """``python -m benchmarks ARGS`` from the checkout's root, as benchmarks/measurements runs them."""
     return subprocess.run([sys.executable, "-m", "benchmarks", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
 

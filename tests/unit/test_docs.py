@@ -1,4 +1,5 @@
-"""The README stays a first screen, the docs stay linked, and the README's test command stays CI's."""
+"""The README stays a first screen, the docs and the measurement pages stay linked (every file and anchor a
+link names exists), and the README's test command stays CI's."""
 
 from __future__ import annotations
 
@@ -7,12 +8,33 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
+MEASUREMENTS = ROOT / "benchmarks" / "measurements"  # dated logs, apart from the user pages (issue 52)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 INSTALL, TEST = 'pip install -e ".[test]"', "pytest"
 
 
 def _pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+    return [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted(MEASUREMENTS.glob("*.md"))]
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation (dashes other than '-' too) dropped, spaces '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    """Every heading's anchor on ``page`` (a repeated one gets -1, -2, ... as GitHub numbers them)."""
+    counts: dict[str, int] = {}
+    anchors: set[str] = set()
+    fenced = False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        fenced ^= line.startswith("```")
+        heading = re.match(r"#{1,6} (.*)", line)
+        if heading and not fenced:
+            slug = _slug(heading.group(1))
+            anchors.add(f"{slug}-{counts[slug]}" if slug in counts else slug)
+            counts[slug] = counts.get(slug, 0) + 1
+    return anchors
 
 
 def _relative_links(page: Path) -> list[str]:
@@ -33,6 +55,18 @@ def test_every_relative_link_resolves() -> None:
     assert not broken, "links to missing files:\n" + "\n".join(broken)
 
 
+def test_every_anchor_a_link_names_is_a_heading_of_its_page() -> None:
+    broken = []
+    for page in _pages():
+        for target in LINK.findall(page.read_text(encoding="utf-8")):
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path) if path else page
+            if anchor and linked.suffix == ".md" and not target.startswith(("http://", "https://")) \
+                    and linked.exists() and anchor not in _anchors(linked):
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, "links to a heading that is not there:\n" + "\n".join(broken)
+
+
 def test_docs_index_links_every_page() -> None:
     index = DOCS / "README.md"
     linked = {(DOCS / t.split("#", 1)[0]).resolve() for t in _relative_links(index)}
@@ -41,14 +75,17 @@ def test_docs_index_links_every_page() -> None:
 
 
 def test_readme_test_command_is_ci_s() -> None:
+    """Every command of the README's test line after the install (the linter, then pytest) is a line of
+    .ci/run, after its own install line."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    command = [line for line in readme.splitlines() if INSTALL in line]
-    assert command, f"README.md has no line with {INSTALL}"
-    assert any(re.search(rf"\b{TEST}\b", line.split(INSTALL, 1)[1]) for line in command), \
-        f"README.md's {INSTALL} line does not then run {TEST}: {command}"
+    command = [line for line in readme.splitlines() if INSTALL in line and "venv-oldest" not in line]
+    assert len(command) == 1, f"README.md has no single test line with {INSTALL}: {command}"
+    after = [part.strip() for part in command[0].split(INSTALL, 1)[1].split("&&") if part.strip()]
+    assert after and after[-1] == TEST and "ruff check ." in after, f"README.md's test line: {command[0]}"
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
-    for line in (INSTALL, TEST):
-        assert line in ci, f".ci/run has no line `{line}`: CI must run the README's test command"
+    assert INSTALL in ci, f".ci/run has no line `{INSTALL}`"
+    start = ci.index(INSTALL)
+    assert ci[start + 1:start + 1 + len(after)] == after, f".ci/run must run {after} after `{INSTALL}`"
 
 
 def test_readme_oldest_tensorflow_command_is_ci_s() -> None:
