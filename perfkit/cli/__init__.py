@@ -10,6 +10,7 @@ import sys
 import typer
 
 from perfkit._atomic import is_disk_error, write_error
+from perfkit.cli._help import dress
 from perfkit.cli._shared import app
 from perfkit.errors import PerfkitError
 
@@ -61,8 +62,10 @@ def _say(line: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     _register()
     _interrupt_on_term_and_hangup()
+    command = typer.main.get_command(app)
+    dress(command, "perfkit")
     try:
-        result = app(args=argv, prog_name="perfkit", standalone_mode=False)
+        result = command(args=argv, prog_name="perfkit", standalone_mode=False)
     except PerfkitError as exc:
         _say(f"perfkit: error: {exc}")
         return exc.exit_code
@@ -78,10 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return int(exc.exit_code)
     except Exception as exc:
-        # Usage errors of the CLI parser (click's, vendored or not by typer): it prints them itself.
-        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
-        if callable(show) and isinstance(code, int):
-            show()
+        # A usage error of the CLI parser (click's, vendored or not by typer): one line, as every other error,
+        # naming the command and how to see its options.
+        message, code = getattr(exc, "format_message", None), getattr(exc, "exit_code", None)
+        if callable(message) and isinstance(code, int):
+            ctx = getattr(exc, "ctx", None)
+            where = ctx.command_path if ctx is not None else "perfkit"
+            _say(f"{where}: error: {' '.join(str(message()).split())} ({where} -h for help)")
             return code
         raise
     return result if isinstance(result, int) else 0

@@ -77,7 +77,7 @@ ClusterFrom = Annotated[Optional[str], typer.Option(
     "SageMaker, Ray; perfkit launch passes it on unchanged) or auto (automatic when neither --workers nor "
     "--cluster is given and one is detected).", show_default=False)]
 BasePort = Annotated[Optional[int], typer.Option(help="multi, --cluster-from slurm: each task's port is this + its "
-                                                 "local id [default: 23456].", show_default=False)]
+                                                 "local id (default 23456).", show_default=False)]
 AllowUnenforced = Annotated[bool, typer.Option("--allow-unenforced", help="multi: run emulated hosts even where their "
                                                "CPU budgets cannot be enforced (figures that use budgets are then "
                                                "marked).")]

@@ -51,7 +51,7 @@ def launch_command(
                                                          "Strategy.run).", show_default=False)] = None,
     cluster_from: opt.ClusterFrom = None,
     base_port: Annotated[Optional[int], typer.Option(help="multi, --hosts or --cluster-from slurm: each worker's "
-                                                     "port on its host is this + its index there [default: 23456].",
+                                                     "port on its host is this + its index there (default 23456).",
                                                      show_default=False)] = None,
     hosts: Annotated[Optional[str], typer.Option(help="Start the command on these hosts over SSH: host[:SLOTS],... "
                                                  "(user@host and ~/.ssh/config aliases too; SLOTS workers on that "
@@ -76,9 +76,11 @@ def launch_command(
     allow_unenforced: opt.AllowUnenforced = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run directory.")] = False,
 ) -> None:
-    """Run COMMAND once per worker (perfkit launch --workers 2 -- python train.py ARGS; on your hosts over SSH:
-    --hosts h1,h2): a Python script's Keras fit or custom loop is recorded as it is (steps, epochs, a trace
-    window); any command gets CPU, memory and exit status."""
+    """Run COMMAND once per worker and record it as it is: any command's CPU, memory and exit status.
+
+    A Python script's Keras fit or custom loop is recorded without a change to it (steps, epochs, a trace
+    window). Workers on this machine (--workers N), on your hosts over SSH (--hosts h1,h2), from a cluster
+    file, or from a scheduler's variables."""
     flags = dict(mode=mode, workers=workers, cluster=cluster, emulate=emulate, pin=pin,
                  connect_timeout=connect_timeout, hang_timeout=hang_timeout, max_restarts=max_restarts,
                  cluster_from=cluster_from, base_port=base_port, allow_unenforced=allow_unenforced,
