@@ -89,7 +89,8 @@ def missing() -> str | None:
     """What these hosts need and this machine lacks, or None (namespaces need root: checked by the caller)."""
     for tool in ("ip", "sshd", "ssh", "ssh-keygen"):
         if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
-            return f"{tool} is not installed: apt-get install iproute2 openssh-server openssh-client (what .ci/run does)"
+            return (f"{tool} is not installed: apt-get install iproute2 openssh-server openssh-client "
+                    "(what .ci/run does)")
     return None
 
 
@@ -138,7 +139,8 @@ def _keys_and_client(folder: Path) -> dict[str, str]:
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / name)], check=True)
     shutil.copy(folder / "client_key.pub", folder / "authorized_keys")
     kind, key = (folder / "host_key.pub").read_text().split()[:2]
-    known = [f"{a} {kind} {key}" for a in ADDRESSES.values()] + [f"[{ADDRESSES['west']}]:{NO_PERFKIT_PORT} {kind} {key}"]
+    known = ([f"{a} {kind} {key}" for a in ADDRESSES.values()]
+             + [f"[{ADDRESSES['west']}]:{NO_PERFKIT_PORT} {kind} {key}"])
     (folder / "known_hosts").write_text("\n".join(known) + "\n")
     # The hosts by name (aliases, as a user's ~/.ssh/config has them): perfkit reads their addresses with ssh -G.
     (folder / "ssh_config").write_text(

@@ -2,7 +2,8 @@
 
 Interleaved round by round, the same script (the article's, ``article_multi_script``, at the quick preset's
 size: 60,000 samples, 3 epochs, with perfkit's default trace window; ``--smoke``: ``examples/keras_fit``, 2
-epochs of 10 steps, no trace window) as ``perfkit launch --workers 2`` on one machine and as ``perfkit launch --hosts east,west`` across two hosts
+epochs of 10 steps, no trace window) as ``perfkit launch --workers 2`` on one machine and
+as ``perfkit launch --hosts east,west`` across two hosts
 made here (``_sshhosts``: a network namespace and a real sshd each; the launching process on east, as on a
 user's first node), each host writing into a results directory of its own so that its part really comes
 back over SSH. Figures: "command to first step" (``perfkit analyze``'s: the launching command's start to the
@@ -40,7 +41,8 @@ from benchmarks._common import (
 
 NAME = "hosts"
 QUICK = (sys.executable, "-m", "benchmarks.article_multi_script", "--samples", "60000", "--epochs", "3")
-SMOKE = (sys.executable, str(CHECKOUT / "examples" / "keras_fit" / "train.py"), "--epochs", "2", "--steps-per-epoch", "10")
+SMOKE = (sys.executable, str(CHECKOUT / "examples" / "keras_fit" / "train.py"), "--epochs", "2",
+         "--steps-per-epoch", "10")
 GOAL_PER_HOST_S = 1.0
 GOAL_FETCH_S = 2.0
 
@@ -73,8 +75,8 @@ def _figures(lead: Path) -> dict[str, Any]:
 def measure(args: argparse.Namespace) -> Report:
     from benchmarks import _sshhosts
 
-    report = Report(NAME, {"repeats": args.repeats, "faults": args.faults, "script": " ".join((SMOKE if args.smoke else QUICK)[1:]),
-                           "trace_window": not args.smoke})
+    report = Report(NAME, {"repeats": args.repeats, "faults": args.faults,
+                           "script": " ".join((SMOKE if args.smoke else QUICK)[1:]), "trace_window": not args.smoke})
     report.targets = {"extra_per_host_s_max": GOAL_PER_HOST_S, "fetch_s_max": GOAL_FETCH_S}
     got: dict[str, list[dict[str, Any]]] = {"one machine, 2 workers": [], "2 SSH hosts, 1 worker each": []}
     with tempfile.TemporaryDirectory(prefix="perfkit-bench-hosts-") as tmp, _sshhosts.two_hosts(Path(tmp)) as hosts:

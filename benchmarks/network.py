@@ -111,9 +111,9 @@ def measure(args: argparse.Namespace) -> Report:
 def table(report: Report) -> str:
     rows = []
     for label, r in report.results.items():
-        rows.append([label, fmt(r["steady_epoch_s"], ".1f"), fmt(r["step_mean_s_ms"], ".0f"), fmt(r["compute_s_ms"], ".0f"),
-                     fmt(r["transfer_s_ms"], ".1f"), fmt(r["wait_s_ms"], ".1f"), fmt(r["transfer_share"], ".0%"),
-                     r["largest_term"] or "-"])
+        rows.append([label, fmt(r["steady_epoch_s"], ".1f"), fmt(r["step_mean_s_ms"], ".0f"),
+                     fmt(r["compute_s_ms"], ".0f"), fmt(r["transfer_s_ms"], ".1f"), fmt(r["wait_s_ms"], ".1f"),
+                     fmt(r["transfer_share"], ".0%"), r["largest_term"] or "-"])
     head = ["link (both hosts)", "steady epoch s", "step ms", "compute ms", "transfer ms", "wait ms",
             "transfer share", "largest term"]
     return f"{heading(report)}\n\n{markdown_table(head, rows, right=(1, 2, 3, 4, 5, 6))}"

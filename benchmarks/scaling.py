@@ -8,7 +8,7 @@ restart's first step). Reports each forecast's error and whether its 90% interva
 for each forecast against the mean of its checked runs and for each checked run on its own. Goals: mean
 |error| <= 10%, and the intervals holding the measured epoch in >= 90% of the cases.
 
-    python -m benchmarks scaling                       # every default case once: sweeps of 2 repeats, then 2 checked runs
+    python -m benchmarks scaling   # every default case once: sweeps of 2 repeats, then 2 checked runs
     python -m benchmarks scaling --cases strong-0.25,weak-0.25 --repeats 2 --checks 3
 """
 

@@ -2,8 +2,8 @@
 
 Fits a class-weighted ({0:1, 1:4}, as the model is trained) L2 logistic regression by Newton's method on
 (a) the 18 per-player 7-day averages (raw, and log1p of them) and (b) those plus hand-made temporal features
-(per-feature log day-to-day std and a weekend-vs-weekday contrast), a stand-in for what the LSTM can learn. The generator is tuned so
-that (a) stays clearly below (b): the sequence must matter.
+(per-feature log day-to-day std and a weekend-vs-weekday contrast), a stand-in for what the LSTM can learn. The
+generator is tuned so that (a) stays clearly below (b): the sequence must matter.
 
     python -m benchmarks.separability --players 200000 --seed 1
 """

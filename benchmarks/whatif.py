@@ -83,7 +83,8 @@ def one(name: str, hosts: list[tuple[str, float, int]], args: argparse.Namespace
     meta = load_meta(Path(unequal.run_dir))
     if not isinstance(row.equal_budgets, str):
         return [out | {"error": f"no what-if ({row.split_note})"}]
-    plans = [("equal workers", prediction(row), lambda: equal_cluster_toml(meta, parse_budgets(row.equal_budgets), cores))]
+    plans = [("equal workers", prediction(row),
+              lambda: equal_cluster_toml(meta, parse_budgets(row.equal_budgets), cores))]
     # The placement what-if, where it moves a worker; not in --smoke, whose one cluster's placement run
     # `perfkit compare --verify`'s test already makes (CI time).
     if row.placement_epoch_s == row.placement_epoch_s and not args.smoke:
@@ -195,8 +196,9 @@ def table(report: Report) -> str:
     shead = ["cluster", "what-if", "runs", "predicted s (median)", "measured s (median)", "error",
              "measured spread (max/min - 1)", "error of each run"]
     note = (f"|error| max {fmt(res['abs_error_max'], '.1%')}, median {fmt(res['abs_error_median'], '.1%')} "
-            f"over {res.get('rows_measured', 0)} cluster what-if(s), each the median over its repeats (target <= {TARGET_ROW:.0%} per row, <= {TARGET_MEDIAN:.0%} "
-            f"median): {'met' if res['meets_target'] else 'missed' if res['meets_target'] is False else 'not measured'}")
+            f"over {res.get('rows_measured', 0)} cluster what-if(s), each the median over its repeats "
+            f"(target <= {TARGET_ROW:.0%} per row, <= {TARGET_MEDIAN:.0%} median): "
+            f"{'met' if res['meets_target'] else 'missed' if res['meets_target'] is False else 'not measured'}")
     if res.get("abs_error_median_at_realised") is not None:
         note += (f". At the compute each configuration really gave its workers (a diagnostic, not the target): "
                  f"|error| max {fmt(res['abs_error_max_at_realised'], '.1%')}, median "

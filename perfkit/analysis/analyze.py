@@ -104,7 +104,8 @@ def _cat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 RUN_COLUMNS = [
     "run_id", "is_baseline", "mode", "strategy", "ps", "step_shares", "min_step_share", "min_share_worker",
-    "min_share_vs_even", "workers_died", "steps_lost", "status", "preset", "data", "workers", "hosts", "epochs", "steady_epoch_s",
+    "min_share_vs_even", "workers_died", "steps_lost", "status", "preset", "data", "workers", "hosts", "epochs",
+    "steady_epoch_s",
     "steady_is_warmup", "trace_window_s", "trace_window_epoch", "fit_s", "startup_s", "steady_samples_per_s",
     "samples", "steady_epoch_samples", "cpu_s",
     "cpu_s_per_1k_samples", "rss_peak_max_bytes", "command_wall_s", "command_cpu_s", "steps_note", "val_loss",

@@ -132,7 +132,8 @@ def _support(n: int, counts: list[int], sigma: float) -> tuple[bool, str]:
     if len(counts) < 3 or not sigma == sigma:
         return False, "fewer than three counts run: no count left out to test the model"
     if n > REACH * max(counts):
-        return False, f"beyond {REACH:g}x the largest count run ({max(counts)}): no count left out tested a reach that far"
+        return False, (f"beyond {REACH:g}x the largest count run ({max(counts)}): no count left out tested a reach "
+                       "that far")
     return True, ""
 
 

@@ -165,7 +165,8 @@ def _aligned(captures: tuple[tuple[int, xplane.CaptureEvents], ...], steps: pd.D
         if "attempt" in own.columns and not own.empty:
             own = own[own["attempt"] == own["attempt"].max()]
         joined = marks.merge(own[["epoch", "step", "t_start_ns"]], on=["epoch", "step"])
-        relative = not ev.empty and int(ev["start_ns"].min()) < _WALL_2001  # no profile_start_time (TF 2.16 writes none)
+        relative = (not ev.empty
+                    and int(ev["start_ns"].min()) < _WALL_2001)  # no profile_start_time (TF 2.16 writes none)
         if joined.empty:
             if relative:
                 notes.append(f"worker {worker}: traced window left out: its capture records no wall-clock start "

@@ -111,7 +111,8 @@ def verification_table(metas: dict[str, RunMeta], runs: pd.DataFrame,
     rows = []
     steady = runs.set_index("run_id")["steady_epoch_s"] if not runs.empty else pd.Series(dtype=float)
     computed = (workers.groupby("run_id")["compute_median_s"].median()
-                if workers is not None and not workers.empty and "compute_median_s" in workers else pd.Series(dtype=float))
+                if workers is not None and not workers.empty and "compute_median_s" in workers
+                else pd.Series(dtype=float))
     for run_id, meta in metas.items():
         v = meta.verifies
         if not v:
@@ -138,8 +139,8 @@ def verification_lines(table: pd.DataFrame) -> list[str]:
         held = ("the prediction held" if r.held else
                 f"the prediction did not hold (|error| > {HELD_WITHIN:.0%})")
         placed = f", workers {r.placement}" if isinstance(r.placement, str) and r.placement else ""
-        out.append(f"Verified by running it ({r.verified_by}, budgets {r.budgets}{placed}): {r.what} predicted a steady "
-                   f"epoch of {r.predicted_epoch_s:.1f} s, measured {r.measured_epoch_s:.1f} s, error "
+        out.append(f"Verified by running it ({r.verified_by}, budgets {r.budgets}{placed}): {r.what} predicted a "
+                   f"steady epoch of {r.predicted_epoch_s:.1f} s, measured {r.measured_epoch_s:.1f} s, error "
                    f"{r.error:+.1%}: {held}.{_realised(r)}")
     return out
 

@@ -85,8 +85,8 @@ class EqualWorkers:
                 "equal_budgets": budgets_text(self.budgets), "equal_assumptions": self.assumptions}
 
 
-EMPTY_ROW = {k: math.nan for k in ("equal_epoch_s", "equal_epoch_lo_s", "equal_epoch_hi_s", "equal_step_s", "equal_compute_s", "equal_epoch_per_compute",
-                                   "equal_transfer_s", "equal_val_s")} | {
+EMPTY_ROW = {k: math.nan for k in ("equal_epoch_s", "equal_epoch_lo_s", "equal_epoch_hi_s", "equal_step_s",
+                                   "equal_compute_s", "equal_epoch_per_compute", "equal_transfer_s", "equal_val_s")} | {
     "equal_transfer_source": None, "equal_budgets": None, "equal_assumptions": None}
 PLACEMENT_EMPTY = {"placement_epoch_s": math.nan, "placement_epoch_lo_s": math.nan,
                    "placement_epoch_hi_s": math.nan, "placement_assumptions": None}
@@ -245,7 +245,8 @@ class StepModel:
 def equal_workers(model: StepModel, host_of: dict[int, str], budgets: dict[str, float]) -> EqualWorkers:
     med = model.median_level
     return EqualWorkers(
-        predicted=model.predict(med), compute_s=med, epoch_per_compute=model.epoch_per_compute, transfer_s=model.transfer, transfer_source=model.transfer_source,
+        predicted=model.predict(med), compute_s=med, epoch_per_compute=model.epoch_per_compute,
+        transfer_s=model.transfer, transfer_source=model.transfer_source,
         budgets=_equal_budgets(model.busy_w, host_of, budgets, med),
         assumptions=_assumptions(model, "every worker at the median worker's compute speed", med))
 
@@ -258,8 +259,8 @@ def placement_row(model: StepModel, proposed_s: float) -> dict[str, Any]:
     p = model.predict(proposed_s)
     return {"placement_epoch_s": p.epoch_s, "placement_epoch_lo_s": p.epoch_lo_s, "placement_epoch_hi_s": p.epoch_hi_s,
             "placement_assumptions": _assumptions(model, "each host's measured throughput (workers / their median "
-                                                  f"compute) shared by the workers placed on it, {proposed_s * 1e3:.0f} "
-                                                  "ms on the slowest", proposed_s)}
+                                                  "compute) shared by the workers placed on it, "
+                                                  f"{proposed_s * 1e3:.0f} ms on the slowest", proposed_s)}
 
 
 def untraced_steady(epochs: pd.DataFrame, split: StepSplit) -> tuple[pd.DataFrame, bool]:

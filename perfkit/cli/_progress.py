@@ -39,8 +39,8 @@ class ProgressObserver:
             TextColumn("{task.fields[info]}"),
             console=console,
             transient=False,
-            # A redraw costs ~2 ms of the GIL on a 2-core machine: rich's default 10 a second took ~2% of a
-            # core from training while a terminal showed it (`python -m benchmarks overhead`, hook cost); 2 keep it live.
+            # A redraw costs ~2 ms of the GIL on a 2-core machine: rich's default 10 a second took ~2% of a core
+            # from training while a terminal showed it (`python -m benchmarks overhead`, hook cost); 2 keep it live.
             refresh_per_second=2,
         )
         self._cpu: Callable[[], float | None] = lambda: None

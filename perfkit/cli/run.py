@@ -28,7 +28,8 @@ def run_command(
     sequence_length: Annotated[Optional[int], typer.Option(help="Days per sequence (article: 7).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Data generation and shuffling seed.")] = None,
     class_weight: Annotated[str, typer.Option(help="Class weights as '0:W0,1:W1'.")] = _CW_DEFAULT,
-    data: Annotated[Optional[Path], typer.Option(help="Your own Parquet/CSV (player_id, day, 18 features, label).")] = None,
+    data: Annotated[Optional[Path], typer.Option(help="Your own Parquet/CSV (player_id, day, 18 features, "
+                                                 "label).")] = None,
     workload: Annotated[Optional[str], typer.Option(help="What to train: botdetector (the article's, default), or "
                                                     "your module:attr or path/to/file.py:attr (docs/workloads.md).",
                                                     show_default=False)] = None,
@@ -51,8 +52,8 @@ def run_command(
     hang_timeout: Annotated[str, typer.Option(help="multi: call the cluster hung when no worker ends a step for "
                                               "this many seconds and name the stuck worker; 'auto': 10x the "
                                               "longest pause between steps seen, at least 30 s (before the first "
-                                              "step, the connect timeout). Not after a worker's last step: its exit has "
-                                              "300 s of its own.")] = "auto",
+                                              "step, the connect timeout). Not after a worker's last step: its exit "
+                                              "has 300 s of its own.")] = "auto",
     max_restarts: Annotated[int, typer.Option(help="multi: restart the cluster up to K times after a worker "
                                               "dies; training resumes from the last completed epoch.")] = 0,
     profile_steps: Annotated[str, typer.Option(help="TF profiler trace window on every worker: global steps "
@@ -68,7 +69,8 @@ def run_command(
     bytes_per_pack: opt.BytesPerPack = 0,
     all_reduce: opt.AllReduce = "ring",
     prefetch: opt.Prefetch = "auto",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary; print only the run directory.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q",
+                                        help="No progress or summary; print only the run directory.")] = False,
 ) -> None:
     """Train a workload (default: the article's bot-player LSTM) once and record steps, epochs and CPU% under
     RESULTS_DIR/<run-id>."""

@@ -37,8 +37,8 @@ class CpuMeter:
 
 
 def epoch_values(logs: Mapping[str, Any], cpu_percent: float, epoch_s: float) -> dict[str, float]:
-    """Every numeric value the model logged (for the bot detector: loss, accuracy, AUC, precision, recall and their validation twins), this
-    process's CPU% and the epoch's seconds."""
+    """Every numeric value the model logged (for the bot detector: loss, accuracy, AUC, precision, recall and their
+    validation twins), this process's CPU% and the epoch's seconds."""
     from perfkit.profiler.steps import log_number
 
     values = {str(k): v for k, v in ((k, log_number(x)) for k, x in logs.items()) if v is not None}

@@ -60,7 +60,8 @@ def test_whatif_smoke(tmp_path: Path) -> None:
     assert r["rows_measured"] == len(r["rows"]) and r["meets_target"] in (True, False)
     assert r["abs_error_max"] == max(abs(x["error_ratio"]) for x in r["rows"])
     # one repeat: each cluster's what-if is its one run, and the verification traced its first epoch only
-    assert [(s["what"], s["per_run_errors"]) for s in r["summary"]] == [(x["what"], [x["error_ratio"]]) for x in r["rows"]]
+    assert ([(s["what"], s["per_run_errors"]) for s in r["summary"]]
+            == [(x["what"], [x["error_ratio"]]) for x in r["rows"]])
 
     from perfkit.analysis.verify import verification_window_of
 

@@ -1,4 +1,5 @@
-"""Every benchmark script on one host in its ``--smoke`` size (those on emulated clusters: test_bench_clusters.py) (the tiny preset cut to a few steps an epoch, one repeat)
+"""Every benchmark script on one host in its ``--smoke`` size (those on emulated clusters:
+test_bench_clusters.py) (the tiny preset cut to a few steps an epoch, one repeat)
 through ``python -m benchmarks``: it exits 0, prints a Markdown table and writes its JSON with the expected keys
 and sane figures.
 

@@ -95,7 +95,8 @@ def test_compare_verify_runs_the_what_if_and_reports_predicted_against_measured(
     for row, check in zip(rows, runs[2:]):
         assert row["run_id"] == runs[1].name and row["verified_by"] == check.name
         assert row["predicted_epoch_s"] == meta(check)["verifies"]["predicted_epoch_s"] and row["measured_epoch_s"] > 0
-        assert row["error"] == pytest.approx((row["predicted_epoch_s"] - row["measured_epoch_s"]) / row["measured_epoch_s"])
+        assert row["error"] == pytest.approx((row["predicted_epoch_s"] - row["measured_epoch_s"])
+                                             / row["measured_epoch_s"])
         assert row["held"] is (abs(row["error"]) <= 0.10)
     if moved:  # the placement ran at the run's budgets with the proposed workers per host
         placed = meta(runs[3])["cluster"]

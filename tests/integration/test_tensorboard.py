@@ -27,7 +27,8 @@ def _make_run(results: Path, run_id: str) -> None:
     session = run / "tensorboard/plugins/profile" / run_id
     session.mkdir(parents=True)
     for w in (0, 1):
-        (session / f"vm-w{w}.xplane.pb").write_bytes(gzip.decompress((DATA / f"tiny-2w-w{w}.xplane.pb.gz").read_bytes()))
+        (session / f"vm-w{w}.xplane.pb").write_bytes(
+            gzip.decompress((DATA / f"tiny-2w-w{w}.xplane.pb.gz").read_bytes()))
     (run / "run.json").write_text(json.dumps({"schema_version": 1, "run_id": run_id, "status": "complete"}))
 
 

@@ -45,7 +45,8 @@ MANIFEST = Path(__file__).resolve().parents[2] / "examples" / "kubernetes" / "tf
 
 def _commands(text: str) -> list[list[str]]:
     """Each container's ``command:`` of the manifest: a flow list of double-quoted strings, which is JSON."""
-    return [json.loads(line.split("command:", 1)[1]) for line in text.splitlines() if line.strip().startswith("command:")]
+    return [json.loads(line.split("command:", 1)[1]) for line in text.splitlines()
+            if line.strip().startswith("command:")]
 
 
 def test_the_tfjob_launch_manifest_runs_a_script_against_its_baseline(tmp_path: Path) -> None:

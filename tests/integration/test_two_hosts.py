@@ -54,7 +54,8 @@ def namespaces() -> Iterator[dict[str, str]]:
 
 
 def test_one_worker_per_namespace_completes_the_run(tmp_path: Path, namespaces: dict[str, str]) -> None:
-    cluster = clusters.write(tmp_path / "cluster.toml", *(clusters.host(h, a, base_port=20000) for h, a in HOSTS.items()))
+    cluster = clusters.write(tmp_path / "cluster.toml",
+                             *(clusters.host(h, a, base_port=20000) for h, a in HOSTS.items()))
     procs = {}
     for host, ns in namespaces.items():
         procs[host] = subprocess.Popen(

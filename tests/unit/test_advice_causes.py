@@ -87,7 +87,8 @@ def test_packing_the_gradients_is_predicted_to_cost_its_extra_collectives_and_hi
     _with_collectives(run, gaps=0.02, validation_steps=5, params=441_729)  # 1.77 MB: two packs of 1 MiB
     grad = _row(_advice(tmp_path, run), CauseKind.GRADIENTS)
     one = (0.04 + 0.02 * 4 / 5) / 4  # a collective of the chain besides the longest, with its gaps
-    assert (grad["option"], grad["value"]) == ("bytes_per_pack", 1 << 20) and grad["cost_s"] == pytest.approx(0.1 - 0.04)
+    assert ((grad["option"], grad["value"]) == ("bytes_per_pack", 1 << 20)
+            and grad["cost_s"] == pytest.approx(0.1 - 0.04))
     assert grad["predicted_speedup"] == grad["predicted_lo"] == pytest.approx(EPOCH / (EPOCH + 10 * one))
     assert grad["predicted_hi"] == pytest.approx(EPOCH / (EPOCH - 10 * 0.06))  # all of it under the backward
     assert "2 packs: 1 more collective" in grad["basis"]

@@ -268,7 +268,8 @@ def test_the_verdict_names_the_network_when_transfer_is_the_largest_term(tmp_pat
     assert f"; the all-reduce not hidden under compute is the largest cost, {run['transfer_share']:.0%} of step " \
         "time;" in a.verdict[0]
     assert _run(_pair(tmp_path / "b"))["largest_term"] != "transfer"
-    assert describe_links(typed({"network": {"links": {"a": {"requested": {"bandwidth_mbit": 100, "latency_ms": 5}}}}})) \
+    assert describe_links(typed(
+        {"network": {"links": {"a": {"requested": {"bandwidth_mbit": 100, "latency_ms": 5}}}}})) \
         == "a 100 Mbit/s + 5 ms"
 
 

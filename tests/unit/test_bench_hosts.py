@@ -1,4 +1,5 @@
-"""`python -m benchmarks hosts`' arithmetic and table, from results given here (the bench itself needs root and sshd)."""
+"""`python -m benchmarks hosts`' arithmetic and table, from results given here (the bench itself needs root and
+sshd)."""
 
 from __future__ import annotations
 

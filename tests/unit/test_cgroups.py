@@ -106,7 +106,8 @@ def test_v1_writes_cfs_quota_and_read_back_takes_the_tightest_ancestor(tmp_path:
     quota = _quota(fs)
     assert quota.mechanism == "cgroup-v1" and quota.prepare(BLOG)
     group = tmp_path / "cpu" / "perfkit" / "100-run1-tensor101"
-    assert (group / "cpu.cfs_quota_us").read_text() == "16000\n" and (group / "cpu.cfs_period_us").read_text() == "10000\n"
+    assert ((group / "cpu.cfs_quota_us").read_text() == "16000\n"
+            and (group / "cpu.cfs_period_us").read_text() == "10000\n")
     (tmp_path / "cpu" / "perfkit" / "cpu.cfs_quota_us").write_text("50000\n")  # someone capped perfkit's parent
     fs.spawn(300)
     quota.add("tensor101", 300)

@@ -79,7 +79,8 @@ def test_generate_bot_share_and_label_noise(big: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(generate(50, seed=7, label_noise=0.0).iloc[:, :-1], generate(50, seed=7).iloc[:, :-1])
 
 
-@pytest.mark.parametrize("kwargs", [{"n_players": 0}, {"sequence_length": 0}, {"bot_share": 1.5}, {"label_noise": -0.1}])
+@pytest.mark.parametrize("kwargs", [{"n_players": 0}, {"sequence_length": 0}, {"bot_share": 1.5},
+                                    {"label_noise": -0.1}])
 def test_generate_rejects_bad_parameters(kwargs: dict[str, float]) -> None:
     with pytest.raises(UsageError, match="generate"):
         generate(**{"n_players": 10, "seed": 1, **kwargs})

@@ -48,7 +48,8 @@ def test_the_worker_whose_progress_stopped_first_is_named_first() -> None:
     live = [_seen(0, "tensorflow"), _seen(1, "user", moved_at=9.0), _seen(2, "user", state="stopped", moved_at=4.0)]
     found = hang.diagnose(live, time.time_ns())
     assert found is not None and found.causes == (2, 1) and found.details["waiting"] == [0]
-    assert found.text.startswith("worker 2 is stopped") and found.text.index("worker 1 ") < found.text.index("worker 0 ")
+    assert (found.text.startswith("worker 2 is stopped")
+            and found.text.index("worker 1 ") < found.text.index("worker 0 "))
     assert hang.diagnose([_seen(0, "tensorflow"), _seen(1, "tensorflow")], time.time_ns()) is None
 
 
@@ -57,7 +58,8 @@ def test_where_names_the_innermost_frame_outside_the_standard_library() -> None:
     assert classify("/home/u/train.py") == "user"
     assert classify("/v/lib/python3.11/site-packages/tensorflow/python/eager/execute.py") == "tensorflow"
     here = where(sys._getframe())
-    assert here["kind"] == "user" and here["function"] == "test_where_names_the_innermost_frame_outside_the_standard_library"
+    assert (here["kind"] == "user"
+            and here["function"] == "test_where_names_the_innermost_frame_outside_the_standard_library")
 
 
 def test_a_heartbeat_reports_progress_and_a_sleeping_thread_in_its_own_code(tmp_path: Path) -> None:

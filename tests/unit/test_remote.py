@@ -31,7 +31,8 @@ def test_hosts_give_one_host_each_with_its_slots_and_the_ssh_target() -> None:
 
 
 @pytest.mark.parametrize("text, said", [
-    ("a,a", "host 'a' is named twice"), ("a,-oProxyCommand=x", "is not an SSH target"), ("a,b c", "not an SSH target"), ("a,b:0", "slot count '0' is not a positive integer"),
+    ("a,a", "host 'a' is named twice"), ("a,-oProxyCommand=x", "is not an SSH target"), ("a,b c", "not an SSH target"),
+    ("a,b:0", "slot count '0' is not a positive integer"),
     ("a,b:x", "slot count 'x'"), ("a,,b", "has an empty entry"), ("a,b:-1", "slot count '-1'"),
 ])
 def test_a_bad_host_list_is_one_line(text: str, said: str) -> None:

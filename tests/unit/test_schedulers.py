@@ -119,7 +119,8 @@ def test_slurm_variables_that_disagree_or_are_missing_are_named() -> None:
     (["--cluster-from", "slurm", "--workers", "2"], {}, "--cluster-from: not with --workers"),
     (["--base-port", "3000", "--workers", "2"], {}, "--base-port: only with --cluster-from slurm"),
     ([], {"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1"], "ps": ["b:1"]},
-                                   "task": {"type": "worker", "index": 0}})}, "TF_CONFIG: ps and chief are for --mode ps"),
+                                   "task": {"type": "worker", "index": 0}})},
+     "TF_CONFIG: ps and chief are for --mode ps"),
 ])
 def test_scheduler_flags_fail_in_one_line_before_anything_starts(
         tmp_path, capsys, monkeypatch, args: list[str], env: dict[str, str], message: str) -> None:  # type: ignore[no-untyped-def]

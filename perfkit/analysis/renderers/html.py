@@ -275,9 +275,9 @@ def _verdict_html(a: Analysis) -> str:
 
 _RUN_COLS = {"run_id": "run id", "mode": "mode", "workers": "workers", "steady_epoch_s": "steady epoch s",
              "steady_samples_per_s": "samples/s", "speedup": "speedup", "efficiency": "efficiency",
-             "fit_s": "fit s", "startup_s": "command to first step s", "command_wall_s": "command s", "command_speedup": "command speedup",
-             "cpu_s_per_1k_samples": "CPU-s / 1k samples", "val_accuracy": "val acc",
-             "val_auc": "val AUC", "split_source": "split"}
+             "fit_s": "fit s", "startup_s": "command to first step s", "command_wall_s": "command s",
+             "command_speedup": "command speedup", "cpu_s_per_1k_samples": "CPU-s / 1k samples",
+             "val_accuracy": "val acc", "val_auc": "val AUC", "split_source": "split"}
 _MODE_COLS = {"mode": "mode", "strategy": "strategy", "run_id": "run id", "workers": "workers", "ps": "ps",
               "steady_epoch_s": "steady epoch s", "speedup": "speedup", "efficiency": "efficiency",
               "step_shares": "steps per worker", "val_accuracy": "val acc", "val_accuracy_gap": "vs baseline",
@@ -295,7 +295,8 @@ _PROC_COLS = {"run_id": "run id", "worker": "worker", "role": "role", "host": "h
 _SPECS = {"cost_share": ".0%", "predicted_speedup": ".2f", "predicted_lo": ".2f", "predicted_hi": ".2f",
           "cpu_mean": ".0f", "cpu_p95": ".0f", "budget_share_mean": ".0%", "cpu_s": ",.1f", "rss_peak_mib": ",.0f",
           "steady_epoch_s": ".1f", "steady_samples_per_s": ",.0f", "speedup": ".2f", "efficiency": ".0%",
-          "fit_s": ".1f", "startup_s": ".1f", "command_wall_s": ".3g", "command_speedup": ".2f", "cpu_s_per_1k_samples": ".3g", "val_accuracy": ".4f", "val_auc": ".4f",
+          "fit_s": ".1f", "startup_s": ".1f", "command_wall_s": ".3g", "command_speedup": ".2f",
+          "cpu_s_per_1k_samples": ".3g", "val_accuracy": ".4f", "val_auc": ".4f",
           "val_accuracy_gap": "+.4f", "epoch_ratio_vs_multi": ".2f", "val_accuracy_vs_multi": "+.4f"}
 
 

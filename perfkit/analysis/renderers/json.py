@@ -85,8 +85,8 @@ KEYS: dict[str, dict[str, str]] = {
         "val_accuracy": "validation accuracy after the last epoch", "val_auc": "validation AUC after the last epoch",
         "split_source": '"trace", "estimate" (from CPU-seconds per step) or null (no split: one worker, no trace)',
         "split_note": "how the compute/transfer/wait split was obtained, and for an estimate why no trace was used "
-        "(a run without steps: steps_note)",
-        "steps_compared": "steps recorded by every worker that the split compares", "straggler_cost": "total wait / total worker step time",
+        "(a run without steps: steps_note)", "steps_compared": "steps recorded by every worker that the split compares",
+        "straggler_cost": "total wait / total worker step time",
         "flagged_workers": "space-separated worker indices with speed score < 0.75",
         "slowest_worker": "the worker that was the straggler in most steps", "slowest_host": "its host",
         "slowest_straggler_share": "fraction of steps it was the straggler", "slowest_speed_score": "its speed score",
@@ -95,8 +95,9 @@ KEYS: dict[str, dict[str, str]] = {
         "transfer + median input) / actual, kept for comparison",
         "equal_epoch_s": "what-if steady epoch with every worker at the median worker's speed: steps per epoch x "
         "mean predicted step (the median worker's compute x the step's slowest-of-N variation x the trace "
-        "correction + transfer + input) + time outside steps + validation scaled like a step (analysis/whatif.py)", "equal_epoch_lo_s": "lower end of its 95% interval (from the step-to-step "
-        "spread)", "equal_epoch_hi_s": "upper end", "equal_step_s": "mean predicted step",
+        "correction + transfer + input) + time outside steps + validation scaled like a step (analysis/whatif.py)",
+        "equal_epoch_lo_s": "lower end of its 95% interval (from the step-to-step spread)",
+        "equal_epoch_hi_s": "upper end", "equal_step_s": "mean predicted step",
         "equal_compute_s": "compute per step the what-if gives every worker (the median worker's median, traced)",
         "equal_epoch_per_compute": "seconds of steady epoch per second of compute per step (both what-ifs: the "
         "epoch is linear in the compute level)",
@@ -117,14 +118,15 @@ KEYS: dict[str, dict[str, str]] = {
         "largest_term": "the largest of compute, transfer, wait and input in the workers' mean step",
         "transfer_share": "mean transfer per step / mean step time, over the workers",
         "links": "the emulated hosts' shaped links as applied (host rate/delay/loss, ', '-separated); null: "
-        "none shaped", "speedup": "baseline steady_epoch_s / "
-        "steady_epoch_s x work_ratio (per sample)", "speedup_fit": "baseline fit_s / fit_s x samples / baseline samples",
-        "work_ratio": "steady_epoch_samples / the baseline's; 1 where either is unknown", "efficiency": "speedup / workers",
-        "efficiency_fit": "speedup_fit / workers",
+        "none shaped", "speedup": "baseline steady_epoch_s / steady_epoch_s x work_ratio (per sample)",
+        "speedup_fit": "baseline fit_s / fit_s x samples / baseline samples",
+        "work_ratio": "steady_epoch_samples / the baseline's; 1 where either is unknown",
+        "efficiency": "speedup / workers", "efficiency_fit": "speedup_fit / workers",
         "command_speedup": "baseline command_wall_s / command_wall_s: the whole command, for any pair (with "
         "steps or without)", "cpu_cost_vs_baseline": "cpu_s_per_1k_samples / the baseline's",
         "val_accuracy_gap": "val_accuracy - the baseline's", "val_auc_gap": "val_auc - the baseline's",
-        "val_loss_gap": "val_loss - the baseline's", "equal_speedup": "baseline steady_epoch_s / equal_epoch_s x work_ratio",
+        "val_loss_gap": "val_loss - the baseline's",
+        "equal_speedup": "baseline steady_epoch_s / equal_epoch_s x work_ratio",
     },
     "epochs": {
         "run_id": "run id", "epoch": "1-based epoch", "epoch_s": "train_s + val_s (worker 0)",
@@ -175,9 +177,9 @@ KEYS: dict[str, dict[str, str]] = {
         "read back from its workers (cgroup quota capped by affinity), else its requested budget or cores",
         "budget_requested_cores": "the emulated budget asked for (scaled to this machine), else its cores",
         "budget_enforced": "false when the run was made with --allow-unenforced and no mechanism could hold "
-        "the hosts to their budgets: every budget_* figure is then only what was asked", "cpu_mean": "its workers' CPU% summed, mean",
-        "cpu_p95": "the same, 95th percentile", "budget_share_mean": "cpu_mean / (budget_cores * 100)",
-        "budget_share_p95": "cpu_p95 / (budget_cores * 100)",
+        "the hosts to their budgets: every budget_* figure is then only what was asked",
+        "cpu_mean": "its workers' CPU% summed, mean", "cpu_p95": "the same, 95th percentile",
+        "budget_share_mean": "cpu_mean / (budget_cores * 100)", "budget_share_p95": "cpu_p95 / (budget_cores * 100)",
     },
     "placement": {
         "run_id": "run id", "host": "host", "capacity_share": "share of the measured compute capacity",
@@ -189,7 +191,8 @@ KEYS: dict[str, dict[str, str]] = {
     "excluded": {"run_id": "run id", "path": "its directory (parts comma-separated)", "reason": "why it was left out"},
     "verifications": {
         "run_id": "the run whose what-if was verified", "verified_by": "the run that realised it",
-        "what": "which what-if (equal workers, or placement)", "budgets": "per host, the CPU budget the verification ran with",
+        "what": "which what-if (equal workers, or placement)",
+        "budgets": "per host, the CPU budget the verification ran with",
         "placement": "workers per host it ran with, for a placement what-if (null: as the verified run)",
         "predicted_epoch_s": "the steady epoch predicted (recorded before the verification ran)",
         "predicted_lo_s": "its 95% interval, lower end", "predicted_hi_s": "upper end",

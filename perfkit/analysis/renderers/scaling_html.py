@@ -162,7 +162,8 @@ def page(s: ScalingStudy) -> str:
               ("Memory per replica and synchronisation cost per step", memory_sync_figure(s)),
               ("CPU cost per 1,000 samples", cpu_figure(s))]
     parts = [f"<h2>{html.escape(t)}</h2>{_div(f)}" for t, f in charts]
-    parts += [f"<h2>Points</h2>{_table(_rows(s.points))}", f"<h2>Forecast</h2>{_unsupported(s.forecast)}{_table(_rows(s.forecast))}",
+    parts += [f"<h2>Points</h2>{_table(_rows(s.points))}",
+              f"<h2>Forecast</h2>{_unsupported(s.forecast)}{_table(_rows(s.forecast))}",
               f"<h2>The model's terms</h2>{_table(_rows(s.terms))}", f"<h2>Runs</h2>{_table(_rows(s.runs))}"]
     if s.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in s.notes) + "</ul>")

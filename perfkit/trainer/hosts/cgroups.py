@@ -164,7 +164,8 @@ class CpuQuota:
             try:
                 self.fs.write(control, "+cpu")
             except OSError as exc:
-                busy = " (processes live in that group: the no-internal-process rule)" if exc.errno == errno.EBUSY else ""
+                busy = (" (processes live in that group: the no-internal-process rule)" if exc.errno == errno.EBUSY
+                        else "")
                 raise _Refused(f"cannot enable cpu in {control}: {_why(exc)}{busy}") from None
             self.enabled_in.append(str(parent))
 

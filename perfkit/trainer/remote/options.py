@@ -21,7 +21,8 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def over_ssh(command: list[str], flags: dict[str, Any], hosts: str | None, host: str | None, task_index: int | None,
-             env: list[str] | None, remote_perfkit: str, remote_results_dir: str | None) -> tuple[Any, AgentArgs, Remote] | None:
+             env: list[str] | None, remote_perfkit: str,
+             remote_results_dir: str | None) -> tuple[Any, AgentArgs, Remote] | None:
     """The cluster, each host's arguments and how to reach the hosts; None when the run is not over SSH
     (no --hosts, and no ssh targets in --cluster, or this is one host of it started by hand)."""
     mode: Mode = flags["mode"]

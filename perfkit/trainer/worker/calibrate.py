@@ -39,7 +39,8 @@ def allreduce_calibration(strategy: Any, model: Any) -> dict[str, Any]:
         shapes = [tuple(v.shape) for v in model.trainable_variables]
         grads = [t.ones(s) for s in shapes]
         one = [t.ones([1])]
-        arms = {"gradients": (_reduce_fn(t, strategy, options), grads), "one_float": (_reduce_fn(t, strategy, options), one)}
+        arms = {"gradients": (_reduce_fn(t, strategy, options), grads),
+                "one_float": (_reduce_fn(t, strategy, options), one)}
         out: dict[str, Any] = {"iterations": ITERATIONS, "tensors": len(shapes),
                                "floats": int(sum(int(t.size(g)) for g in grads))}
         for name, (fn, inputs) in arms.items():  # the same calls in the same order on every worker

@@ -173,7 +173,8 @@ class CoordinatorPart:
         if not self.keras or self.rule != "Keras fit":
             plan["step_function"] = {"name": self.step_name, "rule": self.rule,
                                      "scheduled": dict(self.scheduled.most_common(10))}
-        plan["coordinator"] = {"steps_per_worker": self.counts(), "lost_steps": {str(w): n for w, n in self.lost.items()},
+        plan["coordinator"] = {"steps_per_worker": self.counts(),
+                               "lost_steps": {str(w): n for w, n in self.lost.items()},
                                "lost_errors": {str(w): e for w, e in self.lost_errors.items()}}
         return plan
 

@@ -146,7 +146,8 @@ class WorkerPart:
         self.status.write(plan=self.plan)
         self.observer.training_started(epochs, steps_per_epoch or 0, lambda: None)
         if not steps_per_epoch:
-            self.status.write(profile={"status": "skipped", "error": "steps per epoch unknown (give fit steps_per_epoch)",
+            self.status.write(profile={"status": "skipped",
+                                       "error": "steps per epoch unknown (give fit steps_per_epoch)",
                                        "window": None, "file": None, "attempt": self.ctx.attempt})
             return
         window = tracewindow.resolve(self.ctx.profile_steps, per_epoch, epochs, steps_per_execution)
@@ -155,7 +156,8 @@ class WorkerPart:
         # One process alone may try a failed capture again later; the workers of a cluster must trace the
         # same steps, so there a lost capture is not retried in-process.
         retries = self.ctx.profile_retries if self.ctx.num_workers == 1 else 0
-        target = tracewindow.CaptureTarget(self.run_dir, session=self.ctx.run_id, host_name=f"{self.ctx.host}-w{self.ctx.index}")
+        target = tracewindow.CaptureTarget(self.run_dir, session=self.ctx.run_id,
+                                           host_name=f"{self.ctx.host}-w{self.ctx.index}")
         self.capture = tracewindow.tf_capture(window, target, lambda r: self.status.write(
             profile={**r, "attempt": self.ctx.attempt}), retries, per_epoch, epochs)
 
@@ -182,7 +184,8 @@ class WorkerPart:
 
     def worker_record(self) -> WorkerRecord:
         reported = self.status.reported()
-        return WorkerRecord.reported(self.ctx.index, {"state": reported.get("state"), "profile": reported.get("profile")},
+        return WorkerRecord.reported(self.ctx.index,
+                                     {"state": reported.get("state"), "profile": reported.get("profile")},
                                      host=self.ctx.host, pid=os.getpid(), role="trainer",
                                      anchor_wall_ns=self.steplog.anchor.wall_ns,
                                      anchor_mono_ns=self.steplog.anchor.mono_ns, plan=self.plan)

@@ -163,6 +163,7 @@ def _meta(ctx: Any, global_batch: int) -> dict[str, Any]:
         "part": {"name": f"w{ctx.index}", "workers": [ctx.index]} if multi else None,
         "cluster": {"num_workers": ctx.num_workers, "local_workers": [ctx.index], "emulated": False,
                     "workers": [{"index": i, "host": ctx.host if i == ctx.index else None, "endpoint": e}
-                                for i, e in enumerate(endpoints)] or [{"index": 0, "host": ctx.host, "endpoint": None}]},
+                                for i, e in enumerate(endpoints)]
+                               or [{"index": 0, "host": ctx.host, "endpoint": None}]},
         "versions": versions(), "machine": machine_info(),
     }

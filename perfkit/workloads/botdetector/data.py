@@ -31,7 +31,8 @@ from perfkit.workloads.botdetector.table import (  # noqa: F401
 
 __all__ = [  # FEATURES is re-exported from synth so that callers need only this module
     "DAY_COL", "FEATURES", "ID_COL", "LABEL_COL", "PreparedData", "Standardizer", "Windows", "dataset_cache_path",
-    "ensure_generated", "load_or_generate", "load_table", "prepare", "split_by_player", "validate", "window", "write_table",
+    "ensure_generated", "load_or_generate", "load_table", "prepare", "split_by_player", "validate", "window",
+    "write_table",
 ]
 
 @dataclass(frozen=True, eq=False)  # eq on arrays is ambiguous; compare fields with numpy
