@@ -20,9 +20,10 @@ from perfkit.schedulers import SOURCES
 PANELS: dict[str, tuple[str, ...]] = {
     "Workload": ("preset", "epochs", "batch_size", "train_players", "test_players", "sequence_length", "seed",
                  "class_weight", "data", "workload"),
-    "Strategy and cluster": ("mode", "workers", "replicas", "ps", "cluster", "host", "hosts", "task_index", "emulate", "pin",
-                "connect_timeout", "hang_timeout", "max_restarts", "cluster_from", "base_port", "allow_unenforced",
-                "env", "remote_perfkit", "remote_results_dir", "modes", "ways", "scaling", "cores_per_worker"),
+    "Strategy and cluster": ("mode", "workers", "replicas", "ps", "cluster", "host", "hosts", "task_index",
+                             "emulate", "pin", "connect_timeout", "hang_timeout", "max_restarts", "cluster_from",
+                             "base_port", "allow_unenforced", "env", "remote_perfkit", "remote_results_dir",
+                             "modes", "ways", "scaling", "cores_per_worker"),
     "Profiling": ("profile_steps", "no_profile", "profile_retries", "sample_interval", "no_auto_record",
                   "step_function"),
     "Knobs (docs/tuning.md)": ("steps_per_execution", "metrics", "bytes_per_pack", "all_reduce", "prefetch"),
