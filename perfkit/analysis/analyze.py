@@ -214,8 +214,9 @@ def _lost_row(meta: RunMeta) -> dict[str, Any]:
 
 def _share_row(workers: pd.DataFrame) -> dict[str, Any]:
     """Each worker's share of the training steps ("0 38%, 1 62%"), and the smallest share against an even
-    one (1/N): under ParameterServerStrategy a slow worker runs fewer steps instead of slowing the others."""
-    if workers.empty or "step_share" not in workers:
+    one (1/N): under ParameterServerStrategy a slow worker runs fewer steps instead of slowing the others.
+    None for a run of one worker, whose share is all the steps by definition."""
+    if len(workers) < 2 or "step_share" not in workers:
         return {"step_shares": None, "min_step_share": math.nan, "min_share_worker": math.nan,
                 "min_share_vs_even": math.nan}
     low = workers.loc[workers["step_share"].idxmin()]

@@ -437,3 +437,12 @@ def test_advice_ranks_causes_by_their_share_of_a_steady_epoch_with_a_knob_and_a_
     assert any(v.startswith("Advice: per-step framework time (Python, function dispatch, callbacks) costs 9% of a "
                             "steady epoch: try --steps-per-execution 8, predicted 1.09x (1.09–1.10x) (not yet); 4 more")
                for v in a.verdict)
+
+
+def test_steps_per_worker_are_shown_only_for_runs_of_several_workers(tmp_path: Path) -> None:
+    # a run of one worker ran all its steps by definition: "0 100%" says nothing (issue 52)
+    single_run(tmp_path, "20260101T000000Z-single-base")
+    write_run(tmp_path, "20260101T010000Z-multi-strag")
+    runs = analyze(None, tmp_path).runs.set_index("run_id")
+    assert pd.isna(runs.loc["20260101T000000Z-single-base", "step_shares"])
+    assert runs.loc["20260101T010000Z-multi-strag", "step_shares"].startswith("0 ")
