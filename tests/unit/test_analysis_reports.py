@@ -222,3 +222,17 @@ def test_the_advice_tables_columns_share_the_pages_width() -> None:
     from perfkit.analysis.renderers.html import _ADVICE_COLS, _ADVICE_WIDTHS
 
     assert set(_ADVICE_WIDTHS) == set(_ADVICE_COLS) and sum(_ADVICE_WIDTHS.values()) == 100
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_terminal_advice_table_fits_and_hides_nothing(pair: Analysis, width: int) -> None:
+    """A TensorFlow call with no space in it folds at its column's edge: the table neither widens past the
+    terminal (where the end of each row was cut off) nor ends a cell with an ellipsis."""
+    lines = _rendered("console", pair, renderers.RenderOptions(width=width)).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("advice: "))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("└"))
+    table = [line.rstrip() for line in lines[start + 1:end + 1]]
+    assert all(line[-1] in "┓┃┩│┘" for line in table), "\n".join(table)
+    assert not any("…" in line for line in table)
+    cells = "".join(line.split("│")[5].strip() for line in table if line.startswith("│"))
+    assert "num_parallel_calls=tf.data.AUTOTUNE" in cells and "--steps-per-execution" in cells, cells

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from perfkit.analysis.advice import CauseKind
 from perfkit.analysis.advice.words import view
@@ -42,9 +44,11 @@ _LEFT = ("run id", "host", "worker", "mode", "op", "reason", "process")
 def _table(title: str, columns: list[str], left: tuple[str, ...] = _LEFT) -> Table:
     table = Table(title=title, title_justify="left")
     for col in columns:
-        # Run ids are what users copy into other commands: never wrapped; other headers wrap between words.
+        # Run ids are what users copy into other commands: never wrapped; other headers wrap between words,
+        # and a cell's word longer than its column (a flag, a TensorFlow call) folds onto the next line
+        # rather than being cut to an ellipsis.
         table.add_column(col, justify="left" if col in left else "right", no_wrap=col == "run id",
-                         min_width=max(len(word) for word in col.split()))
+                         overflow="fold", min_width=max(len(word) for word in col.split()))
     return table
 
 
@@ -228,6 +232,21 @@ def _verdict(a: Analysis, console: Console) -> None:
     console.print()
 
 
+_FOLD_AT = len("--steps-per-execution")
+
+
+class _Folding(Text):
+    """A cell whose words longer than ``_FOLD_AT`` (a TensorFlow call with no space in it) fold at the column's
+    edge rather than widen the table past the terminal, where it would be cut off."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text, overflow="fold")
+
+    def __rich_measure__(self, console: Console, options: Any) -> Measurement:
+        measured = super().__rich_measure__(console, options)
+        return Measurement(min(measured.minimum, _FOLD_AT), measured.maximum)
+
+
 def advice_table(a: Analysis, run_id: str) -> Table:
     """The causes of lost speed, ranked by their share of a steady epoch, with the knob and its prediction."""
     t = _table(f"advice: {run_id}", ["#", "cause", "cost / step", "of epoch", "try", "predicted", "tried"],
@@ -237,7 +256,7 @@ def advice_table(a: Analysis, run_id: str) -> Table:
         cost = fmt(r.cost_s, ".2f", " s/epoch") if per_epoch else fmt(r.cost_s * 1e3, ".1f", " ms")
         span = (f" ({fmt(r.predicted_lo, '.2f')}–{fmt(r.predicted_hi, '.2f')})"
                 if r.predicted_hi != r.predicted_lo else "")
-        t.add_row(str(r.rank), r.cause, cost, fmt(r.cost_share, ".0%"), r.knob if _true(r.knob) else r.api,
+        t.add_row(str(r.rank), r.cause, cost, fmt(r.cost_share, ".0%"), _Folding(r.knob if _true(r.knob) else r.api),
                   fmt(r.predicted_speedup, ".2f", "x") + span, r.tried)
     t.caption = "predicted: steady epoch speedup of that change alone, its range in brackets (JSON: basis)"
     return t
