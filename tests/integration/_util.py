@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,10 @@ def meta(run: Path) -> dict[str, Any]:
 
 
 def wait_for_status(results: Path, worker: int, key: str, value: Any, proc: subprocess.Popen[str],
-                    timeout: float = 240) -> dict[str, Any]:
-    """Poll a worker's status.json until ``key`` reaches ``value`` (>= for numbers)."""
+                    timeout: float = 240, where: Callable[[dict[str, Any]], bool] = lambda status: True
+                    ) -> dict[str, Any]:
+    """Poll a worker's status.json until ``key`` reaches ``value`` (>= for numbers) in a status that ``where``
+    also accepts."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for path in results.glob(f"*/workers/{worker}/status.json"):
@@ -69,6 +72,8 @@ def wait_for_status(results: Path, worker: int, key: str, value: Any, proc: subp
             except ValueError:
                 continue
             got = status.get(key)
+            if not where(status):
+                continue
             if got == value or (isinstance(value, int) and isinstance(got, int) and got >= value):
                 return status
         if proc.poll() is not None:

@@ -134,6 +134,9 @@ def _kill_midway(tmp_path: Path, role: str, index: int) -> tuple[str, int, Path]
                  sys.executable, str(SCRIPT), *LONG)
     try:
         wait_for_status(results, CHIEF, "epochs_done", 1, proc)  # both workers have run steps
+        # then into the next epoch's steps: a worker killed mid-epoch has a step in flight for TensorFlow to put
+        # back (at the epoch boundary it may be idle, waiting for the chief, and lose none)
+        wait_for_status(results, CHIEF, "step", 20, proc, where=lambda status: status.get("epoch", 0) >= 1)
         os.kill(_pid_of(results.resolve(), role, index), signal.SIGKILL)
         _, err = proc.communicate(timeout=240)
     finally:
