@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import PERFKIT, Proc, env_with_repo, run_measured, stats
+from perfkit.trainer.worker.bare import RESULT_MARK
 
-JSON_MARK = "BENCH_JSON "  # a plain script's result line; TensorFlow's own chatter never starts with it
+JSON_MARK = RESULT_MARK  # a plain script's result line, as perfkit's bare worker prints its own
 
 
 def runs_dir(root: Path, name: str, stamp: str) -> Path:

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     print('start fit model')
     from time import time
 
-    from benchmarks._timing import emit, epoch_timer
+    from perfkit.trainer.worker.bare import emit, epoch_timer
     timer = epoch_timer()
     start = time()
     model.fit(train_datasets, epochs=epochs, steps_per_epoch=steps_per_epoch_size, shuffle=True,

@@ -75,7 +75,7 @@ def measure_matmul(size: int, repeats: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks._timing import emit
+    from perfkit.trainer.worker.bare import emit
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", type=int, default=2048)

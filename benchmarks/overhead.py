@@ -1,7 +1,8 @@
 """Benchmark 1: perfkit's instrumentation overhead on the single-mode workload.
 
 A/B/C interleaved, same data, same pipeline, model and fit:
-- bare: ``python -m benchmarks.bare_workload`` (no CPU sampler, no step recorder, no scalars, no trace);
+- bare: ``python -m perfkit.trainer.worker.bare``, as ``perfkit check overhead`` runs it (no CPU sampler, no
+  step recorder, no scalars, no trace);
 - instrumented: ``perfkit run --mode single --sample-interval 0.5 --profile-steps A-B``, A-B being a
   10-step TF profiler window early in epoch 2 (what ``auto`` picks), everything recorded;
 - untraced: the same ``perfkit run`` with ``--no-profile`` (sampler and step records, no trace window).
@@ -70,7 +71,7 @@ def measure(args: argparse.Namespace) -> Report:
     cache = str(runs / "datasets")
     run_args = ["--mode", "single", "--preset", args.preset, "--sample-interval", str(SAMPLE_INTERVAL_S), *sizes]
     arms = {
-        "bare": lambda i: script_run(f"bare #{i + 1}", "benchmarks.bare_workload",
+        "bare": lambda i: script_run(f"bare #{i + 1}", "perfkit.trainer.worker.bare",
                                      ["--preset", args.preset, "--cache-dir", cache, *sizes], args.timeout),
         "instrumented": lambda i: perfkit_run(f"instrumented #{i + 1}",
                                               [*run_args, "--profile-steps", report.params["profile_steps"]],

@@ -22,6 +22,7 @@ def _register() -> None:
     # while TensorFlow itself stays unimported until a command needs it.
     from perfkit.cli import (  # noqa: F401
         analyze,  # noqa: F401
+        check,
         compare,
         data,
         export,

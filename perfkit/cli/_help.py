@@ -63,6 +63,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "runs": ("perfkit runs",),
     "tensorboard": ("perfkit tensorboard", "perfkit tensorboard --port 6007"),
     "data": ("perfkit data generate --preset quick", "perfkit data check players.parquet"),
+    "check": ("perfkit check overhead --preset quick --repeats 3",
+              "perfkit check overhead --preset tiny --repeats 5 --epochs 4"),
 }
 
 

@@ -57,8 +57,8 @@ def run_command(
     max_restarts: Annotated[int, typer.Option(help="multi: restart the cluster up to K times after a worker "
                                               "dies; training resumes from the last completed epoch.")] = 0,
     profile_steps: Annotated[str, typer.Option(help="TF profiler trace window on every worker: global steps "
-                                               "'A-B' (1-based), 'auto' (10 steps early in epoch 2), or 'off' (none, as "
-                                               "--no-profile).")] = "auto",
+                                               "'A-B' (1-based), 'auto' (10 steps early in epoch 2), or 'off' (none, "
+                                               "as --no-profile).")] = "auto",
     no_profile: opt.NoProfile = False,
     profile_retries: Annotated[int, typer.Option(help="Try a lost capture again this many times (multi: a "
                                                  "cluster restart each, from the last completed epoch).")] = 3,

@@ -74,13 +74,12 @@ def test_every_flag_the_docs_show_is_a_flag_of_its_command(cli: Any) -> None:
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_every_example_in_a_commands_help_parses(cli: Any, name: str) -> None:
-    command = _commands(cli)[name]
     for example in EXAMPLES[name]:
         words = shlex.split(example)
         assert words[:2] == ["perfkit", name], example
-        args = words[2:]
-        if name == "data":  # a group: its examples name the subcommand
-            command, args = _commands(cli)[f"data {args[0]}"], args[1:]
+        command, args = _commands(cli)[name], words[2:]
+        if getattr(command, "commands", None):  # a group (data, check): its examples name the subcommand
+            command, args = _commands(cli)[f"{name} {args[0]}"], args[1:]
         if "--" in args:
             args = args[:args.index("--")] + ["--", "cmd"]
         command.make_context(name, list(args))  # raises on an unknown flag or a value of the wrong type
