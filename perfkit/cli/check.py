@@ -84,10 +84,10 @@ def _sentences(summary: pd.DataFrame) -> list[str]:
     out = []
     for arm, what in (("untraced", "recording steps and CPU"), ("traced", "recording with a trace window")):
         r = rows.loc[arm]
-        if r["n"] == 0:
+        if int(r["n"]) == 0:
             out.append(f"{what}: no round where both it and the bare run finished")
             continue
-        out.append(f"{what}: {r['ratio'] - 1:+.1%} of a steady epoch (median of {r['n']} rounds; "
+        out.append(f"{what}: {r['ratio'] - 1:+.1%} of a steady epoch (median of {int(r['n'])} rounds; "
                    f"range {r['ratio_min'] - 1:+.1%} to {r['ratio_max'] - 1:+.1%})")
     return out
 

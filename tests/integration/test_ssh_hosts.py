@@ -204,12 +204,17 @@ def test_bad_hosts_are_one_line_and_leave_nothing(hosts: _sshhosts.Hosts, tmp_pa
 
 
 def test_a_busy_port_on_a_host_is_named_before_anything_starts(hosts: _sshhosts.Hosts, tmp_path: Path) -> None:
+    # SO_REUSEADDR: an earlier test's workers on west may have left connections to this port in TIME_WAIT,
+    # which a plain bind refuses (the holder then died and the port was free after all).
     holder = subprocess.Popen(hosts.on("west", [sys.executable, "-c", "import socket, time; s = socket.socket(); "
+                                                "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
                                                 "s.bind(('0.0.0.0', 23456)); s.listen(); time.sleep(60)"]))
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not _listening(hosts, "west"):
+            assert holder.poll() is None, "the port's holder on west could not bind it"
             time.sleep(0.2)
+        assert _listening(hosts, "west"), "nothing listens on west's port 23456 after 20 s"
         proc = launch(hosts, tmp_path, "--hosts", "east,west", "--", *KERAS)
     finally:
         holder.kill()
