@@ -27,7 +27,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Profiling": ("profile_steps", "no_profile", "profile_retries", "sample_interval", "no_auto_record",
                   "step_function"),
     "Knobs (docs/tuning.md)": ("steps_per_execution", "metrics", "bytes_per_pack", "all_reduce", "prefetch"),
-    "Study": ("verify", "try_", "repeats", "forecast", "analyze_only"),
+    "Study": ("verify", "try_", "repeats", "forecast", "analyze_only", "faults", "at_epoch", "at_step", "timeout"),
     "Output": ("results_dir", "run_id", "label", "quiet", "html", "no_html", "format", "fmt", "output", "csv"),
 }
 # A command with fewer options than this keeps them in one box: panels help only where there are many.
@@ -62,9 +62,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "export": ("perfkit export RUN_ID", "perfkit export results/RUN_ID --output run.trace.json.gz"),
     "runs": ("perfkit runs",),
     "tensorboard": ("perfkit tensorboard", "perfkit tensorboard --port 6007"),
-    "data": ("perfkit data generate --preset quick", "perfkit data check players.parquet"),
-    "check": ("perfkit check overhead --preset quick --repeats 3",
-              "perfkit check overhead --preset tiny --repeats 5 --epochs 4"),
+    "data generate": ("perfkit data generate --preset quick", "perfkit data generate --players 5000 --out p.csv"),
+    "data check": ("perfkit data check players.parquet",),
+    "check overhead": ("perfkit check overhead --preset quick --repeats 3",
+                       "perfkit check overhead --preset tiny --repeats 5 --epochs 4"),
+    "check faults": ("perfkit check faults", "perfkit check faults --faults stop,lock,kill --hang-timeout 10"),
 }
 
 
@@ -90,10 +92,13 @@ def dress(command: Any, name: str) -> None:
     if command.help:  # a docstring's line breaks are not the terminal's: each paragraph reflows as one
         command.help = "\n\n".join(" ".join(par.split()) for par in command.help.split("\n\n"))
         command.short_help = command.short_help or command.help.split("\n\n")[0]
-    if name in EXAMPLES and not command.epilog:
-        command.epilog = "Examples:\n\n" + "\n\n".join(f"  $ {line}" for line in EXAMPLES[name])
+    # a group (data, check) shows its subcommands' examples
+    examples = [line for key, lines in EXAMPLES.items() if key == name or key.startswith(f"{name} ")
+                for line in lines]
+    if examples and not command.epilog:
+        command.epilog = "Examples:\n\n" + "\n\n".join(f"  $ {line}" for line in examples)
     for sub_name, sub in (getattr(command, "commands", None) or {}).items():
-        dress(sub, sub_name if name == "perfkit" else name)
+        dress(sub, sub_name if name == "perfkit" else f"{name} {sub_name}")
 
 
 def _flag_help_option(command: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -18,8 +19,8 @@ from perfkit.config import PRESETS
 if TYPE_CHECKING:
     import pandas as pd
 
-check_app = typer.Typer(help="Check perfkit on this machine: what its recording costs a training.",
-                        no_args_is_help=True)
+check_app = typer.Typer(help="Check perfkit on this machine: what its recording costs a training, and whether "
+                        "it names the faults a cluster has.", no_args_is_help=True)
 app.add_typer(check_app, name="check")
 
 
@@ -93,14 +94,75 @@ def _sentences(summary: pd.DataFrame) -> list[str]:
 
 
 def _write(results_dir: Path, spec: Any, runs: pd.DataFrame, summary: pd.DataFrame) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(spec).items()}
+    return _write_json(results_dir, "overhead", stamp, {
+        "params": params, "runs": json.loads(runs.to_json(orient="records")),
+        "summary": json.loads(summary.to_json(orient="records"))})
+
+
+@check_app.command("faults")
+def faults_cmd(
+    faults: Annotated[Optional[str], typer.Option(
+        help="Comma-separated: stop, sleep, lock, link, disk, kill (link and disk need root); default: every "
+        "one this machine can inject.", show_default=False)] = None,
+    repeats: Annotated[int, typer.Option(help="Trials of each fault, round by round.")] = 1,
+    preset: Annotated[str, typer.Option(help=f"Workload size of each run: {', '.join(PRESETS)}.")] = "tiny",
+    epochs: Annotated[int, typer.Option(help="Epochs of each run: the fault comes long before the last.")] = 30,
+    train_players: Annotated[Optional[int], typer.Option(help="Training sequences (players).")] = None,
+    test_players: Annotated[Optional[int], typer.Option(help="Validation sequences (players).")] = None,
+    at_epoch: Annotated[int, typer.Option(help="Inject once worker 1 trains in this epoch (0-based) ...")] = 1,
+    at_step: Annotated[int, typer.Option(help="... at this step of it or later.")] = 2,
+    hang_timeout: Annotated[str, typer.Option(help="Each run's --hang-timeout: SECONDS or auto.")] = "auto",
+    results_dir: Annotated[Path, typer.Option(help="Where the trials' runs and check/faults-<UTC time>.json "
+                                              "go.")] = Path("results"),
+    timeout: Annotated[float, typer.Option(help="Seconds one trial may take.")] = 600.0,
+) -> None:
+    """Inject faults into real 2-worker runs (a stopped worker, a worker stuck in its own code, a cut link, a
+    full disk, a killed launcher) and say whether perfkit named each one right, how fast, and kept the
+    failed run's records."""
+    from perfkit.errors import UsageError
+    from perfkit.trainer.faultcheck import FaultSpec, chosen_faults, summarise, trial
+
+    names = chosen_faults(faults)
+    if repeats < 1:
+        raise UsageError(f"--repeats: {repeats} is not a positive number of trials")
+    spec = FaultSpec(preset=preset, epochs=epochs, train_players=train_players, test_players=test_players,
+                     at_epoch=at_epoch, at_step=at_step, hang_timeout=hang_timeout, timeout_s=timeout)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    root, console, trials = results_dir / f"check-faults-{stamp}", Console(stderr=True), []
+    for i in range(repeats):
+        for fault in names:
+            t = trial(fault, root, i, spec)
+            trials.append(t)
+            console.print(f"round {i + 1}, {fault}: {'named right' if t.named else 'NOT named right'}"
+                          + (f" in {t.detect_s:.1f} s" if t.detect_s is not None else ""), highlight=False)
+    summary = summarise(trials)
+    Console().print(_faults_table(summary))
+    named = sum(t.named for t in trials)
+    typer.echo(f"named right in {named} of {len(trials)} trials")
+    path = _write_json(results_dir, "faults", stamp, {"params": {**asdict(spec), "faults": names, "repeats": repeats},
+                                                      "summary": summary, "trials": [asdict(t) for t in trials]})
+    typer.echo(f"written: {path}")
+    if named < len(trials):
+        raise typer.Exit(1)
+
+
+def _faults_table(summary: dict[str, Any]) -> Table:
+    table = Table(title="faults injected: named right, how fast, the failed run kept", title_justify="left")
+    for col in ("fault", "N", "named right", "injection to verdict s, median (max)", "run kept"):
+        table.add_column(col, justify="left" if col == "fault" else "right")
+    for fault, s in summary.items():
+        time_s = "-" if s["detect_s_median"] is None else f"{s['detect_s_median']:.1f} ({s['detect_s_max']:.1f})"
+        table.add_row(fault, str(s["n"]), f"{s['named']}/{s['n']}", time_s, f"{s['kept']}/{s['n']}")
+    return table
+
+
+def _write_json(results_dir: Path, check: str, stamp: str, body: dict[str, Any]) -> Path:
     from perfkit.machine import machine_info
     from perfkit.results import utc_now, write_json
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = results_dir / "check" / f"overhead-{stamp}.json"
+    path = results_dir / "check" / f"{check}-{stamp}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(spec).items()}
-    write_json(path, {"check": "overhead", "generated": utc_now(), "params": params, "machine": machine_info(),
-                      "runs": json.loads(runs.to_json(orient="records")),
-                      "summary": json.loads(summary.to_json(orient="records"))})
+    write_json(path, {"check": check, "generated": utc_now(), "machine": machine_info(), **body})
     return path

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.faults import fill
+from perfkit.trainer.faultcheck import fill
 from tests.integration._util import TINY_MULTI, perfkit, start, wait_for_status
 
 pytestmark = pytest.mark.integration

@@ -75,11 +75,9 @@ def test_every_flag_the_docs_show_is_a_flag_of_its_command(cli: Any) -> None:
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_every_example_in_a_commands_help_parses(cli: Any, name: str) -> None:
     for example in EXAMPLES[name]:
-        words = shlex.split(example)
-        assert words[:2] == ["perfkit", name], example
-        command, args = _commands(cli)[name], words[2:]
-        if getattr(command, "commands", None):  # a group (data, check): its examples name the subcommand
-            command, args = _commands(cli)[f"{name} {args[0]}"], args[1:]
+        words, depth = shlex.split(example), len(name.split())
+        assert words[1:1 + depth] == name.split(), example
+        command, args = _commands(cli)[name], words[1 + depth:]
         if "--" in args:
             args = args[:args.index("--")] + ["--", "cmd"]
         command.make_context(name, list(args))  # raises on an unknown flag or a value of the wrong type

@@ -1,6 +1,7 @@
 """A plain multi-worker Keras fit whose worker ``--stuck-worker`` gets stuck in its own code at batch
 ``--at-batch`` of the first epoch: ``sleep`` (a long time.sleep) or ``lock`` (acquiring a lock it already holds,
-a deadlock). For perfkit's fault tests: the stuck worker must be named, its peers as waiting for it."""
+a deadlock). The script ``perfkit check faults`` launches for its ``sleep`` and ``lock`` faults (run by its
+path, as a user's script): the stuck worker must be named, its peers as waiting for it."""
 
 import argparse
 import json
