@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from perfkit.config import PRESETS
 from perfkit.machine import machine_info, versions
 from perfkit.results import utc_now, write_json
-from perfkit.trainer.rounds import rounds
+from perfkit.studies.rounds import rounds
 
 T = TypeVar("T")
 CHECKOUT = Path(__file__).resolve().parents[1]  # perfkit's source checkout: benchmarks/, perfkit/, examples/, tests/

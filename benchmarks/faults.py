@@ -2,7 +2,7 @@
 right worker or link (target: the stopped or stuck worker named first, as the cause, within 60 s at the
 quick preset; every fault named right; nothing recorded lost).
 
-The trials are ``perfkit check faults``' own (``perfkit/trainer/faultcheck.py`` says what each fault is and
+The trials are ``perfkit check faults``' own (``perfkit/studies/faults.py`` says what each fault is and
 what counts as named right and kept); this benchmark runs them in rounds at a preset's size and writes the
 benchmark's JSON and Markdown table.
 
@@ -17,7 +17,7 @@ from dataclasses import asdict
 
 from benchmarks._common import Report, conclude, finish_args, heading, make_parser, markdown_table, progress, smoke_size
 from benchmarks._runs import runs_dir
-from perfkit.trainer.faultcheck import FAULTS, FaultSpec, Trial, summarise, trial
+from perfkit.studies.faults import FAULTS, FaultSpec, Trial, summarise, trial
 
 NAME = "faults"
 TARGET_S = 60.0

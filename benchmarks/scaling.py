@@ -3,7 +3,7 @@ emulated hosts: cores per worker, strong or weak scaling), each round: a ``perfk
 counts, whose forecast at twice the largest count is read and kept first, then that count run for real
 (``perfkit run --mode multi --cluster`` of as many emulated hosts; for the README's unequal cluster, its own
 cluster file, forecast from hosts as small as its slowest worker's share), untraced, and measured as the
-forecast measures (``analysis/scaling_measure.py``: the steady epoch without perfkit's trace window or a
+forecast measures (``analysis/scaling/measure.py``: the steady epoch without perfkit's trace window or a
 restart's first step). Reports each forecast's error and whether its 90% interval held the measured epoch,
 for each forecast against the mean of its checked runs and for each checked run on its own. Goals: mean
 |error| <= 10%, and the intervals holding the measured epoch in >= 90% of the cases.
@@ -36,7 +36,7 @@ from benchmarks._common import (
     run_measured,
 )
 from benchmarks._runs import runs_dir
-from perfkit.trainer.rounds import rounds
+from perfkit.studies.rounds import rounds
 
 NAME = "scaling"
 TARGET_ERROR = 0.10
@@ -127,7 +127,7 @@ def run_checks(case: Case, preset: str, results: Path, run_id: str, timeout: flo
 
 def run_check(case: Case, preset: str, results: Path, run_id: str, timeout: float) -> dict[str, Any]:
     """The checked count run once for real, measured as the forecast measures."""
-    from perfkit.analysis.scaling_measure import steady_run
+    from perfkit.analysis.scaling.measure import steady_run
     from perfkit.results import RunRecord
 
     batch = case.batch * (case.check if case.scaling == "weak" else 1)

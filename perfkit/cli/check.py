@@ -42,7 +42,7 @@ def overhead_cmd(
     The ratios of each round carry this machine's noise as well as perfkit's cost: read their range and N,
     and give it more rounds on a busy machine."""
     from perfkit.errors import UsageError
-    from perfkit.trainer.overhead import OverheadSpec, check_overhead, overhead_summary
+    from perfkit.studies.overhead import OverheadSpec, check_overhead, overhead_summary
 
     if epochs is not None and epochs < 2:
         raise UsageError(f"--epochs: {epochs}; at least 2 (the first epoch is warm-up, left out of the figure)")
@@ -122,7 +122,7 @@ def faults_cmd(
     full disk, a killed launcher) and say whether perfkit named each one right, how fast, and kept the
     failed run's records."""
     from perfkit.errors import UsageError
-    from perfkit.trainer.faultcheck import FaultSpec, chosen_faults, summarise, trial
+    from perfkit.studies.faults import FaultSpec, chosen_faults, summarise, trial
 
     names = chosen_faults(faults)
     if repeats < 1:

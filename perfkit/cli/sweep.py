@@ -1,6 +1,6 @@
 """`perfkit sweep`: the scaling study. The baseline and each count of each way (``--ways``: replicas,
 workers, ps) as ordinary runs, repeats interleaved, then the curve, the per-step split and the forecast
-(perfkit/trainer/sweep.py, perfkit/analysis/scaling.py). ``--analyze-only SWEEP_DIR`` shows a sweep's
+(perfkit/studies/sweep.py, perfkit/analysis/scaling/study.py). ``--analyze-only SWEEP_DIR`` shows a sweep's
 analysis again, a partial one too."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def sweep_command(
     """Run the baseline and each count of each way (repeats interleaved), then show speedup, efficiency, the
     per-step split, CPU cost, memory per replica, sync cost per step and the forecast against workers."""
     from perfkit.errors import UsageError
-    from perfkit.trainer.sweep import parse_counts
+    from perfkit.studies.sweep import parse_counts
 
     beyond = parse_counts(forecast) if forecast else None
     if html is not None and no_html:
@@ -81,8 +81,8 @@ def _run(workers: str, ways: str, repeats: int, scaling: str, cores_per_worker: 
          quiet: bool) -> Path:
     from datetime import datetime, timezone
 
+    from perfkit.studies.sweep import options_for, plan, sweep
     from perfkit.trainer.hosts.hostenv import preflight
-    from perfkit.trainer.sweep import options_for, plan, sweep
 
     cfg = RunConfig.from_preset(Mode.multi, preset, epochs=epochs, batch_size=batch_size, label=label,
                                 train_players=train_players, test_players=test_players,
@@ -105,7 +105,7 @@ def _run(workers: str, ways: str, repeats: int, scaling: str, cores_per_worker: 
 def _show(sweep_dir: Path, beyond: Any, fmt: Format, html: Path | None) -> None:
     from perfkit._atomic import atomic_write
     from perfkit.analysis.renderers import scaling_console, scaling_html, scaling_json
-    from perfkit.analysis.scaling import study
+    from perfkit.analysis.scaling.study import study
 
     s = study(sweep_dir, beyond)
     if fmt is Format.json:

@@ -1,5 +1,5 @@
 """`perfkit tune`: run the top pieces of advice for a multi-worker configuration, one at a time and then
-combined, and report each one's predicted gain against its measured gain (perfkit/trainer/tune.py)."""
+combined, and report each one's predicted gain against its measured gain (perfkit/studies/tune.py)."""
 
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ def tune_command(
         raise UsageError(f"--try/--repeats: {try_}/{repeats}: both must be at least 1")
     if cluster is not None and workers is not None:
         raise UsageError("--cluster/--workers: give one of them, not both")
+    from perfkit.studies.tune import tune
     from perfkit.trainer.hosts.hostenv import preflight
     from perfkit.trainer.options import compare_clusters
-    from perfkit.trainer.tune import tune
     from perfkit.workloads import config_overrides
 
     cfg = RunConfig.from_preset(Mode.multi, preset, epochs=epochs, label=label,

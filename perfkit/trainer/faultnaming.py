@@ -43,20 +43,18 @@ class FaultNaming:
             return None  # a worker computes outside a collective: slow, not hung
         why = f"no step ended on any worker for {hang.secs(quiet)} s (limit {hang.secs(limit)} s: {how})"
         details = {"quiet_s": round(quiet, 1), "limit_s": round(limit, 1), "limit": how}
-        if found is not None:
-            return Failure("failed", f"{found.text}; {why}", {**found.details, **details})
-        text, more = self._nobody_stuck(seen)
-        return Failure("failed", f"{text}; {why}", {"hung": [], "waiting": [x.index for x in seen], **more, **details})
-
-    def _nobody_stuck(self, seen: list[hang.Seen]) -> tuple[str, dict[str, Any]]:
-        """Every live worker waits inside TensorFlow (or cannot be told): a link lost between hosts, where the
-        run's network can be probed, or a collective that does not complete."""
-        lost = lost_links(self.env, self.cluster) if self.env is not None else []
+        waiting = {"hung": [], "waiting": [x.index for x in seen]}
+        # A link lost between hosts (where the run's network can be probed) explains every wait, and is probed
+        # first: a waiting worker's stack, sampled at that moment, can sit in Python code and look stuck there.
+        lost = lost_links(self.env, self.cluster)  # none where the run has no network of emulated hosts
         if lost:
             text = f"{hang.lost_text(lost)}; their workers are alive and wait in a collective"
-            return text, {"lost_links": [list(p) for p in lost]}
-        mine = {w.index for w in self.workers}
-        return hang.nobody_stuck(seen, [self._short(t.index) for t in self.cluster.tasks if t.index not in mine]), {}
+            return Failure("failed", f"{text}; {why}", {**waiting, "lost_links": [list(p) for p in lost], **details})
+        if found is not None:
+            return Failure("failed", f"{found.text}; {why}", {**found.details, **details})
+        mine = {w.index for w in self.workers}  # every live worker waits inside TensorFlow, or cannot be told
+        text = hang.nobody_stuck(seen, [self._short(t.index) for t in self.cluster.tasks if t.index not in mine])
+        return Failure("failed", f"{text}; {why}", {**waiting, **details})
 
     def _not_formed(self) -> Failure:
         """Name the workers that never joined: local ones that never reached 'connecting', and every
@@ -136,7 +134,7 @@ class FaultNaming:
         found = hang.diagnose(live, self.clock.time_ns())
         if found is not None:
             return Failure("failed", f"{found.text}; {waited}", {**details, **found.details})
-        lost = lost_links(self.env, self.cluster) if self.env is not None else []
+        lost = lost_links(self.env, self.cluster)  # none where the run has no network of emulated hosts
         if not lost:
             return None
         return Failure("failed", f"{hang.lost_text(lost)}; {text}", {**details, "lost_links": [list(p) for p in lost]})

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from perfkit.trainer.faultcheck import fill
+from perfkit.studies.faults import fill
 from tests.integration._util import TINY_MULTI, perfkit, start, wait_for_status
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.scaling import CASES, _judged, cluster_file, summary, with_cores
 from perfkit.cluster import load_cluster
-from perfkit.trainer.sweep import emulated_cluster
+from perfkit.studies.sweep import emulated_cluster
 
 
 def test_the_checked_cluster_is_the_sweeps_scale_model(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from benchmarks._common import Report
 from benchmarks.faults import table
 from perfkit.errors import UsageError
-from perfkit.trainer.faultcheck import FAULTS, Trial, chosen_faults, judge, summarise
+from perfkit.studies.faults import FAULTS, Trial, chosen_faults, judge, summarise
 
 
 def test_faults_are_checked_and_the_root_ones_refused_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,3 +56,9 @@ def test_the_summary_counts_each_fault_and_the_benchmark_tables_it() -> None:
     report.results = {"faults": s, "trials": [t.__dict__ for t in trials]}
     text = table(report)
     assert "| stop | 2 | 1/2 | 13.0 (max 13.0) | 1/2 |" in text and "Named right in 2 of 3 trials" in text
+
+
+def test_the_stuck_script_the_lock_and_sleep_faults_launch_is_where_they_look() -> None:
+    from perfkit.studies.faults import STUCK_SCRIPT
+
+    assert STUCK_SCRIPT.is_file() and "GetStuck" in STUCK_SCRIPT.read_text()

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from perfkit.errors import UsageError
-from perfkit.trainer.overhead import ARMS, ArmRun, OverheadSpec, _bare_result, check_overhead, overhead_summary
+from perfkit.studies.overhead import ARMS, ArmRun, OverheadSpec, _bare_result, check_overhead, overhead_summary
 
 # steady epoch per (round, arm): the instrumented arms 2% and 10% slower than bare in round 0, 4% and 20% in 1
 EPOCHS = {(0, "bare"): (9.0, 5.0, 5.0), (0, "untraced"): (9.0, 5.1, 5.1), (0, "traced"): (9.0, 5.5, 5.5),

@@ -88,6 +88,21 @@ def test_a_cluster_without_a_stuck_worker_says_every_worker_waits_in_tensorflow(
     assert "every worker waits inside TensorFlow and none is stuck in its own code" in failure.message
 
 
+def test_a_lost_link_is_named_before_a_worker_whose_sampled_stack_looks_stuck(tmp_path: Path, monkeypatch) -> None:
+    """CI 2026-12-06: a cut link between emulated hosts, and worker 0's stack sampled in Python code at the hang
+    limit: it was named stuck in its own code. The run's network is probed first."""
+    import perfkit.trainer.faultnaming as naming
+
+    monkeypatch.setattr(naming, "lost_links", lambda env, cluster: [("fast", "slow")])
+    states = [{"state": "training", "epoch": 1, "step": 3}, {"state": "training", "epoch": 1, "step": 3}]
+    launcher = _launcher(tmp_path, states, [None, None], connect_timeout=60, hang_timeout=0.5)
+    _beat(launcher.run.path, 0, 40, "user", file="/venv/numpy/array.py", line=540, function="__init__")
+    _beat(launcher.run.path, 1, 40, "tensorflow")
+    failure = launcher.wait()
+    assert failure is not None and failure.message.startswith("hosts fast and slow lost each other"), failure
+    assert failure.details["lost_links"] == [["fast", "slow"]] and failure.details["hung"] == []
+
+
 def test_a_peer_that_died_waiting_for_a_stopped_worker_blames_the_stopped_one(tmp_path: Path) -> None:
     stopped = subprocess.Popen(["sleep", "60"])
     try:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.analysis.scaling import BASELINE, POINT, SweepRecord, SweepRun, load_sweep
+from perfkit.analysis.scaling.study import BASELINE, POINT, SweepRecord, SweepRun, load_sweep
 from perfkit.config import Mode, RunConfig
 from perfkit.errors import ResultsError, RunFailed, UsageError
-from perfkit.trainer.sweep import config_for, emulated_cluster, parse_counts, plan, sweep
+from perfkit.studies.sweep import config_for, emulated_cluster, parse_counts, plan, sweep
 
 
 def _cfg(**kw: object) -> RunConfig:

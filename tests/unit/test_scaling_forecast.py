@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfkit.analysis.scaling import BASELINE, POINT, RUN_COLUMNS, ScalingStudy, SweepRecord, point_table
-from perfkit.analysis.scaling_forecast import forecast, leave_one_out
-from perfkit.analysis.scaling_model import Machine, StepModel, fit, lstsq
+from perfkit.analysis.scaling.forecast import forecast, leave_one_out
+from perfkit.analysis.scaling.model import Machine, StepModel, fit, lstsq
+from perfkit.analysis.scaling.study import BASELINE, POINT, RUN_COLUMNS, ScalingStudy, SweepRecord, point_table
 
 MACHINE = Machine(cores_per_worker=0.25, machine_cores=2.0, other_cores=0.2)
 TRUE = StepModel(c0=0.01, c1=0.25, lam=0.02, omega=0.003, v0=0.3, v1=0.5, strong=True, machine=MACHINE,
@@ -66,7 +66,7 @@ def test_a_worker_gets_its_budget_until_the_machine_runs_out() -> None:
 
 def test_the_fit_recovers_a_model_and_predicts_beyond() -> None:
     runs = _runs(TRUE, (1, 2, 4, 8))
-    from perfkit.analysis.scaling_forecast import fit_points
+    from perfkit.analysis.scaling.forecast import fit_points
 
     m = fit(fit_points(runs), True, MACHINE, val_steps=4)
     assert m is not None
@@ -100,7 +100,7 @@ def test_the_interval_is_the_error_out_of_sample() -> None:
 
 
 def test_leave_one_out_predicts_each_count_from_the_others() -> None:
-    from perfkit.analysis.scaling_forecast import _fitter, fit_points
+    from perfkit.analysis.scaling.forecast import _fitter, fit_points
 
     points = fit_points(_runs(TRUE, (1, 2, 4, 8)))
     held = leave_one_out(points, _fitter(True, 0.25, 4))
@@ -171,7 +171,7 @@ def test_recorded_sweeps_held_out_count_falls_in_its_interval(name: str) -> None
     Fitted on 1, 2 and 4 workers only, the forecast's 90% interval at 8 holds the 8-worker runs' epoch."""
     from pathlib import Path
 
-    from perfkit.analysis.scaling_forecast import fit_points, workers_way
+    from perfkit.analysis.scaling.forecast import fit_points, workers_way
 
     where = Path(__file__).parents[1] / "data" / "sweeps" / name
     record = SweepRecord.from_dict(json.loads((where / "sweep.json").read_text()))

@@ -12,12 +12,20 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from perfkit.analysis.scaling import BASELINE, POINT, RUN_COLUMNS, ScalingStudy, SweepRecord, load_sweep, point_table
-from perfkit.analysis.scaling_forecast import forecast
-from perfkit.analysis.scaling_ways import notes, way_figures
+from perfkit.analysis.scaling.forecast import forecast
+from perfkit.analysis.scaling.study import (
+    BASELINE,
+    POINT,
+    RUN_COLUMNS,
+    ScalingStudy,
+    SweepRecord,
+    load_sweep,
+    point_table,
+)
+from perfkit.analysis.scaling.ways import notes, way_figures
 from perfkit.config import Mode, RunConfig
 from perfkit.errors import UsageError
-from perfkit.trainer.sweep import config_for, emulated_cluster, options_for, parse_ways, plan, sweep
+from perfkit.studies.sweep import config_for, emulated_cluster, options_for, parse_ways, plan, sweep
 
 
 def _cfg(**kw: object) -> RunConfig:

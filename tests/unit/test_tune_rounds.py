@@ -1,5 +1,5 @@
 """``perfkit tune`` and ``perfkit sweep`` run their repeats in rounds whose order turns one place each round
-(trainer/rounds.py), as the benchmarks' ``interleave`` does: a drift within a round does not land on the
+(studies/rounds.py), as the benchmarks' ``interleave`` does: a drift within a round does not land on the
 same change every time. Training and the analysis are stood in for; only the order is under test."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from perfkit.analysis.advice import Advice, CauseKind, Change, Prediction, Tried, advice_frame
 from perfkit.config import Mode, RunConfig
-from perfkit.trainer import tune as tune_mod
-from perfkit.trainer.rounds import turned
+from perfkit.studies import tune as tune_mod
+from perfkit.studies.rounds import turned
 
 
 def test_each_round_starts_one_place_later() -> None:

@@ -12,7 +12,7 @@ from perfkit.analysis.advice import Advice, CauseKind, Change, Prediction, Tried
 from perfkit.analysis.tuning import TriedRuns, _speed_outcome, gained, predicted_for, tried_table, tuned_run
 from perfkit.config import Knobs
 from perfkit.errors import UsageError
-from perfkit.trainer.tune import Trial
+from perfkit.studies.tune import Trial
 from tests.unit._analysis_runs import single_run, write_run
 
 BASE = "20260101T000000Z-single-base"

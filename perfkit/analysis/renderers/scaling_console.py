@@ -1,6 +1,6 @@
 """The terminal view of a scaling study: the curve (speedup, efficiency, ideal, split, CPU cost per point),
 memory per replica and sync cost per point, the forecast with its interval, and the model's terms. It
-formats what ``analysis/scaling.py`` computed."""
+formats what ``analysis/scaling/study.py`` computed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from perfkit.analysis.scaling import ScalingStudy
+    from perfkit.analysis.scaling.study import ScalingStudy
 
 
 def fmt(v: Any, spec: str = ".2f", missing: str = "-") -> str:
@@ -40,7 +40,7 @@ def curve_table(s: ScalingStudy) -> Table:
 
 
 def ways_table(s: ScalingStudy) -> Table:
-    """Memory per replica and the sync cost per step of each point (analysis/scaling_ways.py)."""
+    """Memory per replica and the sync cost per step of each point (analysis/scaling/ways.py)."""
     t = Table(title="Memory and synchronisation per point (sync: the all-reduce of the gradients among the "
               "replicas, timed after training; transfer: its exposed part of a traced step)")
     for col in ("point", "way", "processes", "replicas / process", "peak RSS / replica MiB", "sync ms / step",

@@ -14,7 +14,7 @@ from perfkit.analysis.renderers.scaling_console import fmt
 from perfkit.analysis.renderers.scaling_json import _rows
 
 if TYPE_CHECKING:
-    from perfkit.analysis.scaling import ScalingStudy
+    from perfkit.analysis.scaling.study import ScalingStudy
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}

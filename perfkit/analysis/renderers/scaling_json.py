@@ -1,8 +1,8 @@
 """The JSON of a scaling study (``perfkit sweep``): the sweep, its points (per way), its runs and its forecast.
 
 ``KEYS`` documents every top-level key (docs/scaling.md); a figure that was not measured is ``null``.
-Tables are lists of row objects whose keys are the columns of ``analysis/scaling.py`` (POINT_COLUMNS,
-RUN_COLUMNS) and ``analysis/scaling_forecast.py`` (FORECAST_COLUMNS, TERM_COLUMNS).
+Tables are lists of row objects whose keys are the columns of ``analysis/scaling/study.py`` (POINT_COLUMNS,
+RUN_COLUMNS) and ``analysis/scaling/forecast.py`` (FORECAST_COLUMNS, TERM_COLUMNS).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pandas as pd
 
 if TYPE_CHECKING:
-    from perfkit.analysis.scaling import ScalingStudy
+    from perfkit.analysis.scaling.study import ScalingStudy
 
 FORMAT = "perfkit-scaling"
 VERSION = 1

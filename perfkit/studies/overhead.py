@@ -1,7 +1,7 @@
 """``perfkit check overhead``: what perfkit's recording costs a training on this machine.
 
 Three arms train the same built-in workload on the same cached data with the same ``fit``, each in a
-process of its own, repeated in rounds whose order turns one place each round (``rounds.py``):
+process of its own, repeated in rounds whose order turns one place each round (``studies/rounds.py``):
 - ``bare``: ``python -m perfkit.trainer.worker.bare``, no instrument at all;
 - ``untraced``: ``perfkit run --mode single --no-profile``: the CPU sampler and the step records;
 - ``traced``: the same with its trace window (``--profile-steps auto``), as ``perfkit run`` does by default.
@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfkit.errors import PerfkitError, UsageError
-from perfkit.trainer.rounds import rounds
+from perfkit.studies.rounds import rounds
 
 ARMS = ("bare", "untraced", "traced")
 _RUN_FLAGS = {"untraced": ("--no-profile",), "traced": ("--profile-steps", "auto")}

@@ -3,8 +3,8 @@
 Every run is started by the caller's ``train`` (the CLI's: ``perfkit.trainer.options.train`` under its
 progress display), so a sweep point is the same run ``perfkit run`` makes and ``perfkit analyze`` reads.
 Repeats interleave round by round, each round's order turned one place (baseline, 1, 2, 4; 1, 2, 4,
-baseline; ...: ``rounds.py``) so that drift of the machine is shared out among the counts instead of posing
-as scaling. ``sweep.json`` (``analysis/scaling.py``) is
+baseline; ...: ``studies/rounds.py``) so that drift of the machine is shared out among the counts instead of posing
+as scaling. ``sweep.json`` (``analysis/scaling/study.py``) is
 written atomically before and after every run, so a sweep cut short keeps its finished runs and says so.
 
 Two kinds of point: plain local workers on the whole machine (``--workers N`` of ``perfkit run``, against
@@ -23,14 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from perfkit.analysis.scaling import BASELINE, POINT, SweepRecord, SweepRun
+from perfkit.analysis.scaling.study import BASELINE, POINT, SweepRecord, SweepRun
 from perfkit.cluster import ClusterSpec, HostSpec, check_mode
 from perfkit.config import Mode, RunConfig, sanitize_id
 from perfkit.errors import PerfkitError, RunInterrupted, UsageError
 from perfkit.results import load_meta, utc_now
+from perfkit.studies.rounds import rounds
 from perfkit.trainer.hosts.cpubudget import available_cores
 from perfkit.trainer.multi import MultiOptions
-from perfkit.trainer.rounds import rounds
 
 TrainRun = Callable[[RunConfig, "MultiOptions | None", str], Path]  # (config, cluster, its run id) -> run directory
 Options = Callable[[int, str], "MultiOptions | None"]  # (count, way) -> its cluster (None: in this process)

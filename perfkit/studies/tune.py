@@ -4,7 +4,7 @@ It runs the single-machine baseline and the configuration as given (the default)
 advice (``analysis/advice/``), and runs the top K pieces of advice that are perfkit options, one at a time
 on the same configuration, then the combination of those that gained, each of its rounds with one more
 default run. With repeats, every round runs the
-default and each change in turn, the order turned one place each round (``rounds.py``), so that drift of
+default and each change in turn, the order turned one place each round (``studies/rounds.py``), so that drift of
 the machine is shared out instead of posing as a gain.
 Every run is an ordinary run (label ``tune-...``) that ``perfkit analyze`` reads; the comparison of predicted
 against measured is ``analysis/tuning.py``. Running is the caller's (``train``: the CLI's progress display).
@@ -20,8 +20,8 @@ from perfkit.analysis.advice import Advice, advice_of
 from perfkit.analysis.advice.words import change_text
 from perfkit.config import Knobs, Mode, RunConfig, sanitize_id
 from perfkit.errors import PerfkitError
+from perfkit.studies.rounds import rounds
 from perfkit.trainer.multi import MultiOptions
-from perfkit.trainer.rounds import rounds
 
 DEFAULT = "default"
 COMBINED = "combined"

@@ -31,7 +31,7 @@ FAULTS = ("stop", "sleep", "lock", "link", "disk", "kill")
 NEEDS_ROOT = ("link", "disk")
 VICTIM = 1
 DISK_SIZE = "8m"  # room for the run's start; the trial fills the rest
-STUCK_SCRIPT = Path(__file__).with_name("worker") / "stuck.py"
+STUCK_SCRIPT = Path(__file__).resolve().parents[1] / "trainer" / "worker" / "stuck.py"
 # The link fault's cluster: two emulated hosts of one worker each, the second with half the CPU of the first
 # (examples/unequal-pair.toml; scaled to this machine when emulated).
 PAIR_TOML = """[[hosts]]

@@ -1,7 +1,7 @@
-"""The scaling forecast: the step-time model (``scaling_model``) fitted to a sweep's measured points, the
+"""The scaling forecast: the step-time model (``model``) fitted to a sweep's measured points, the
 epoch it predicts at other counts, and how sure it can be (docs/scaling.md, "The forecast").
 
-What is fitted and checked is the training as it runs unobserved (``scaling_measure``): the steady step
+What is fitted and checked is the training as it runs unobserved (``measure``): the steady step
 without perfkit's trace window or a restart's first step, and the validation, so that a count is not
 forecast with the cost of a fault one run of it met.
 
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfkit.analysis.scaling_model import Machine, StepModel, fit, machine_of
+from perfkit.analysis.scaling.model import Machine, StepModel, fit, machine_of
 
 FORECAST_COLUMNS = ["workers", "measured", "steps", "step_s", "compute_s", "transfer_s", "wait_s", "val_s",
                     "steady_epoch_s", "epoch_lo_s", "epoch_hi_s", "measured_epoch_s", "error", "speedup",

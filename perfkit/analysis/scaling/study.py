@@ -18,7 +18,7 @@ Definitions (docs/scaling.md):
 - CPU cost per 1,000 samples: ``analyze``'s ``cpu_s_per_1k_samples``;
 - the ways (``--ways``): each point is a count of replicas in one process, of worker processes or of ps
   workers, against the same reference; memory per replica and the sync cost per step are
-  ``scaling_ways.py``'s. A sweep recorded before ``--ways`` ran the workers way.
+  ``ways.py``'s. A sweep recorded before ``--ways`` ran the workers way.
 
 Only complete runs are used; a sweep cut short gives the points it finished (a partial curve).
 """
@@ -131,21 +131,21 @@ def is_sweep_dir(path: Path) -> bool:
 
 @dataclass(frozen=True)
 class ScalingStudy:
-    """A sweep analysed: per run, per point, and the forecast (``scaling_forecast``)."""
+    """A sweep analysed: per run, per point, and the forecast (``forecast``)."""
 
     record: SweepRecord
     runs: pd.DataFrame  # RUN_COLUMNS
     points: pd.DataFrame  # POINT_COLUMNS, the reference first
-    forecast: pd.DataFrame  # scaling_forecast.FORECAST_COLUMNS
-    terms: pd.DataFrame  # scaling_forecast.TERM_COLUMNS: the fitted step-time model
+    forecast: pd.DataFrame  # forecast.FORECAST_COLUMNS
+    terms: pd.DataFrame  # forecast.TERM_COLUMNS: the fitted step-time model
     notes: tuple[str, ...] = ()
 
 
 def study(sweep_dir: Path, beyond: Sequence[int] | None = None) -> ScalingStudy:
     """The sweep in ``sweep_dir`` analysed; ``beyond``: worker counts to forecast (default: 2x and 4x the
     largest count run)."""
-    from perfkit.analysis.scaling_forecast import forecast
-    from perfkit.analysis.scaling_ways import notes as way_notes
+    from perfkit.analysis.scaling.forecast import forecast
+    from perfkit.analysis.scaling.ways import notes as way_notes
 
     sweep_dir = Path(sweep_dir)
     record = load_sweep(sweep_dir)
@@ -206,8 +206,8 @@ def _is_reference(run: SweepRun, record: SweepRecord) -> bool:
 
 
 def _run_row(run: SweepRun, a: Any, results_dir: Path) -> dict[str, Any]:
-    from perfkit.analysis.scaling_measure import steady_run
-    from perfkit.analysis.scaling_ways import way_figures
+    from perfkit.analysis.scaling.measure import steady_run
+    from perfkit.analysis.scaling.ways import way_figures
 
     row = a.runs.set_index("run_id").loc[run.run_id]
     meta = load_meta(results_dir / run.run_id)
@@ -264,7 +264,7 @@ def _split(a: Any, run: SweepRun, step_s: float) -> dict[str, Any]:
 def point_table(runs: pd.DataFrame, record: SweepRecord) -> pd.DataFrame:
     """POINT_COLUMNS: the single-mode baseline (when the sweep has one), then each way's counts (the ways in
     the order replicas, workers, ps)."""
-    from perfkit.analysis.scaling_ways import WAYS, point_name
+    from perfkit.analysis.scaling.ways import WAYS, point_name
 
     if runs.empty:
         return pd.DataFrame(columns=POINT_COLUMNS)
