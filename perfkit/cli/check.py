@@ -1,4 +1,4 @@
-"""``perfkit check overhead``: perfkit measured on the user's machine, as the user runs it."""
+"""``perfkit check overhead|faults``: perfkit checked on the user's machine, as the user runs it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from perfkit.cli._shared import app
-from perfkit.config import PRESETS
+from perfkit.config import PRESETS, get_preset
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,6 +44,7 @@ def overhead_cmd(
     from perfkit.errors import UsageError
     from perfkit.studies.overhead import OverheadSpec, check_overhead, overhead_summary
 
+    get_preset(preset)  # a bad name in one line now, not a failed run per arm
     if epochs is not None and epochs < 2:
         raise UsageError(f"--epochs: {epochs}; at least 2 (the first epoch is warm-up, left out of the figure)")
     spec = OverheadSpec(preset=preset, repeats=repeats, results_dir=results_dir, epochs=epochs,
@@ -123,8 +124,11 @@ def faults_cmd(
     failed run's records."""
     from perfkit.errors import UsageError
     from perfkit.studies.faults import FaultSpec, chosen_faults, summarise, trial
+    from perfkit.trainer.options import parse_hang_timeout
 
     names = chosen_faults(faults)
+    get_preset(preset)
+    parse_hang_timeout(hang_timeout)  # checked once here, not failed in every trial's run
     if repeats < 1:
         raise UsageError(f"--repeats: {repeats} is not a positive number of trials")
     spec = FaultSpec(preset=preset, epochs=epochs, train_players=train_players, test_players=test_players,

@@ -62,3 +62,22 @@ def test_the_stuck_script_the_lock_and_sleep_faults_launch_is_where_they_look() 
     from perfkit.studies.faults import STUCK_SCRIPT
 
     assert STUCK_SCRIPT.is_file() and "GetStuck" in STUCK_SCRIPT.read_text()
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["overhead", "--preset", "huge"], "--preset: unknown preset 'huge'; choose one of tiny, quick, blog"),
+    (["overhead", "--epochs", "1"], "--epochs: 1; at least 2"),
+    (["overhead", "--repeats", "0"], "--repeats: 0 is not a positive number of rounds"),
+    (["faults", "--preset", "huge"], "--preset: unknown preset 'huge'"),
+    (["faults", "--hang-timeout", "x"], "--hang-timeout: 'x' is not 'auto' or a number of seconds > 0"),
+    (["faults", "--faults", "nope"], "--faults: nope; choose from stop, sleep, lock, link, disk, kill"),
+    (["faults", "--repeats", "0"], "--repeats: 0 is not a positive number of trials"),
+])
+def test_a_bad_check_flag_is_one_line_and_starts_nothing(args: list[str], said: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from perfkit.cli import main
+
+    assert main(["check", *args, "--results-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+    assert not (tmp_path / "r").exists()
