@@ -66,6 +66,15 @@ def smoke_size(args: argparse.Namespace) -> list[str]:
     return ["--train-players", str(SMOKE_PLAYERS[0]), "--test-players", str(SMOKE_PLAYERS[1])]
 
 
+def choice_list(flag: str, text: str, choices: Sequence[str]) -> list[str]:
+    """A comma-separated option's items, each one of ``choices``; a usage error naming the flag otherwise."""
+    items = [c.strip() for c in str(text).split(",") if c.strip()]
+    bad = [c for c in items if c not in choices]
+    if bad or not items:
+        raise SystemExit(f"{flag}: {', '.join(bad) or 'none given'}; choose from {', '.join(choices)}")
+    return items
+
+
 def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.smoke:
         if hasattr(args, "preset"):

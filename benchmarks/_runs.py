@@ -7,7 +7,6 @@ so both sides train on identical data and the blog-size table is generated once,
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import PERFKIT, Proc, env_with_repo, run_measured, stats
-from perfkit.trainer.worker.bare import RESULT_MARK
+from perfkit.trainer.worker.bare import RESULT_MARK, read_result
 
 JSON_MARK = RESULT_MARK  # a plain script's result line, as perfkit's bare worker prints its own
 
@@ -138,13 +137,7 @@ def script_run(label: str, module: str, args: list[str], timeout: float) -> Trai
 
 
 def script_json(proc: Proc) -> dict[str, Any] | None:
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(JSON_MARK):
-            try:
-                return json.loads(line[len(JSON_MARK):])
-            except ValueError:
-                return None
-    return None
+    return read_result(proc.stdout)
 
 
 def training_summary(runs: list[Training]) -> dict[str, Any]:

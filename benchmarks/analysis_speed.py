@@ -36,6 +36,7 @@ from benchmarks._common import (
     PERFKIT,
     Proc,
     Report,
+    choice_list,
     conclude,
     env_with_repo,
     finish_args,
@@ -200,9 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--before", type=Path, default=None, help="another perfkit tree (holding perfkit/) to compare")
     p.add_argument("--keep", action="store_true", help="keep the generated run directories")
     args = finish_args(p.parse_args(argv))
-    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    if not cases or any(c not in CASES for c in cases):
-        raise SystemExit(f"--cases: choose from {', '.join(CASES)}")
+    cases = choice_list("--cases", args.cases, list(CASES))
     args.steps = {c: args.steps or CASES[c]["steps"] for c in cases}
     args.cpu_rows = {c: args.cpu_rows or CASES[c]["cpu_rows"] for c in cases}
     args.timeout = min(args.timeout, 600.0)  # the preset-based default is for trainings

@@ -15,7 +15,17 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict
 
-from benchmarks._common import Report, conclude, finish_args, heading, make_parser, markdown_table, progress, smoke_size
+from benchmarks._common import (
+    Report,
+    choice_list,
+    conclude,
+    finish_args,
+    heading,
+    make_parser,
+    markdown_table,
+    progress,
+    smoke_size,
+)
 from benchmarks._runs import runs_dir
 from perfkit.studies.faults import FAULTS, FaultSpec, Trial, summarise, trial
 
@@ -45,10 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hang-timeout", default="auto", help="perfkit's --hang-timeout for every trial (--smoke: "
                    f"{SMOKE_HANG_S:g} s, so that CI does not wait out the auto limit's 30 s floor)")
     args = p.parse_args(argv)
-    faults = [f.strip() for f in args.faults.split(",") if f.strip()]
-    bad = [f for f in faults if f not in FAULTS]
-    if bad or not faults:
-        p.error(f"--faults: {', '.join(bad) or 'none given'}: choose from {', '.join(FAULTS)}")
+    faults = choice_list("--faults", args.faults, FAULTS)
     args = finish_args(args)
     if args.smoke:  # tiny runs of 4 steps an epoch: inject in the second epoch, long before the last
         args.epochs, args.at_step, args.hang_timeout = 30, 1, f"{SMOKE_HANG_S:g}"

@@ -32,6 +32,7 @@ from benchmarks._common import (
     CHECKOUT,
     PERFKIT,
     Report,
+    choice_list,
     conclude,
     env_with_repo,
     finish_args,
@@ -181,10 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", default=",".join([*SHAPES, BARE]), help=f"comma-separated: {', '.join([*SHAPES, BARE])}")
     p.set_defaults(timeout=900.0)
     args = p.parse_args(argv)
-    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
-    bad = [s for s in shapes if s not in SHAPES and s != BARE]
-    if bad or not shapes:
-        p.error(f"--shapes: {', '.join(bad) or 'none given'}: choose from {', '.join([*SHAPES, BARE])}")
+    shapes = choice_list("--shapes", args.shapes, [*SHAPES, BARE])
     if args.smoke:
         shapes = [s for s in shapes if s in ("article-4w", BARE)] or ["article-4w"]
     args = finish_args(args)

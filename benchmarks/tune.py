@@ -19,6 +19,7 @@ from benchmarks._common import (
     CHECKOUT,
     PERFKIT,
     Report,
+    choice_list,
     conclude,
     env_with_repo,
     finish_args,
@@ -94,10 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--configs", default="2w,4w,blog", help=f"comma-separated, of {', '.join(CONFIGS)}")
     p.add_argument("--try", dest="try_", type=int, default=3, help="pieces of advice to try")
     args = p.parse_args(argv)
-    args.configs = [c.strip() for c in str(args.configs).split(",") if c.strip()]
-    unknown = [c for c in args.configs if c not in CONFIGS]
-    if unknown or not args.configs:
-        raise SystemExit(f"--configs: {', '.join(unknown) or 'none'} not one of {', '.join(CONFIGS)}")
+    args.configs = choice_list("--configs", args.configs, list(CONFIGS))
     args = finish_args(args)
     if args.smoke:
         args.configs, args.try_ = ["2w"], 1

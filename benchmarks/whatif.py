@@ -24,6 +24,7 @@ from typing import Any
 
 from benchmarks._common import (
     Report,
+    choice_list,
     conclude,
     finish_args,
     fmt,
@@ -212,10 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=3, help="epochs per run (steady figures need >= 2)")
     p.add_argument("--clusters", default=",".join(CLUSTERS), help=f"comma-separated, of: {', '.join(CLUSTERS)}")
     args = p.parse_args(argv)
-    args.clusters = [c.strip() for c in args.clusters.split(",") if c.strip()]
-    unknown = [c for c in args.clusters if c not in CLUSTERS]
-    if unknown or not args.clusters:
-        raise SystemExit(f"--clusters: unknown {unknown}; choose from {', '.join(CLUSTERS)}")
+    args.clusters = choice_list("--clusters", args.clusters, list(CLUSTERS))
     args = finish_args(args)
     if args.smoke:
         args.clusters, args.epochs = ["2w 1.5/0.5"], 2

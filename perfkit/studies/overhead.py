@@ -15,7 +15,6 @@ How each arm is run is passed in (``Runner``): the unit tests give their own epo
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import subprocess
@@ -135,13 +134,12 @@ def _command(arm: str, spec: OverheadSpec) -> list[str]:
 
 
 def _bare_result(round_index: int, stdout: str) -> ArmRun:
-    from perfkit.trainer.worker.bare import RESULT_MARK
+    from perfkit.trainer.worker.bare import read_result
 
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_MARK):
-            epochs = json.loads(line[len(RESULT_MARK):])["epochs"]
-            return ArmRun(round_index, "bare", tuple(float(e["wall_s"]) for e in epochs))
-    return ArmRun(round_index, "bare", error="the bare run printed no result")
+    result = read_result(stdout)
+    if result is None:
+        return ArmRun(round_index, "bare", error="the bare run printed no result")
+    return ArmRun(round_index, "bare", tuple(float(e["wall_s"]) for e in result["epochs"]))
 
 
 def _run_epochs(run_dir: Path) -> tuple[float, ...]:

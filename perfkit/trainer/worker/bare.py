@@ -89,6 +89,17 @@ def emit(result: dict[str, Any]) -> None:
     print(RESULT_MARK + json.dumps(result), flush=True)
 
 
+def read_result(stdout: str) -> dict[str, Any] | None:
+    """The last result line a script printed with ``emit`` among TensorFlow's output, or None."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_MARK):
+            try:
+                return json.loads(line[len(RESULT_MARK):])
+            except ValueError:
+                return None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m perfkit.trainer.worker.bare", description=__doc__.splitlines()[0])
     p.add_argument("--preset", choices=list(PRESETS), default="quick")
