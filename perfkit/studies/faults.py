@@ -87,16 +87,20 @@ def chosen_faults(text: str | None) -> list[str]:
 
     from perfkit.errors import UsageError
 
-    root = os.geteuid() == 0
+    def missing(fault: str) -> str | None:
+        if fault in NEEDS_ROOT and os.geteuid() != 0:
+            return "root (a network namespace, a tmpfs mount)"
+        return "iproute2's `ip`" if fault == "link" and shutil.which("ip") is None else None
+
     if text is None:
-        return [f for f in FAULTS if root or f not in NEEDS_ROOT if f != "link" or shutil.which("ip")]
+        return [f for f in FAULTS if missing(f) is None]
     names = [f.strip() for f in text.split(",") if f.strip()]
     bad = [f for f in names if f not in FAULTS]
     if bad or not names:
         raise UsageError(f"--faults: {', '.join(bad) or 'none given'}; choose from {', '.join(FAULTS)}")
-    if not root and (needy := [f for f in names if f in NEEDS_ROOT]):
-        raise UsageError(f"--faults: {', '.join(needy)} need root (a network namespace, a tmpfs mount); run as "
-                         f"root or leave them out")
+    for fault in names:
+        if (need := missing(fault)) is not None:
+            raise UsageError(f"--faults: {fault} needs {need}; run where it is, or leave {fault} out")
     return names
 
 
@@ -176,7 +180,11 @@ def _trial(fault: str, run_dir: Path, spec: FaultSpec) -> Trial:
             time.sleep(0.1)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # perfkit did not stop on Ctrl-C within a minute: stopped hard
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate(timeout=60)
         if fault == "kill" and t_inject is not None:  # the janitor writes the run's end after the launcher
             while _read(run_dir / "run.json").get("status") in (None, "running") and time.monotonic() < deadline:
                 time.sleep(0.1)

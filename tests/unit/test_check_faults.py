@@ -19,11 +19,15 @@ def test_faults_are_checked_and_the_root_ones_refused_without_root(monkeypatch: 
     with pytest.raises(UsageError, match="--faults: hang; choose from stop, sleep, lock, link, disk, kill"):
         chosen_faults("stop,hang")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    with pytest.raises(UsageError, match="--faults: disk need root"):
+    with pytest.raises(UsageError, match="--faults: disk needs root"):
         chosen_faults("stop,disk")
     assert chosen_faults(None) == ["stop", "sleep", "lock", "kill"]
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     assert chosen_faults(" kill , stop ") == ["kill", "stop"] and set(chosen_faults(None)) <= set(FAULTS)
+    monkeypatch.setattr("shutil.which", lambda name: None)  # no iproute2: the link cannot be cut
+    with pytest.raises(UsageError, match="--faults: link needs iproute2's `ip`"):
+        chosen_faults("link")
+    assert chosen_faults(None) == ["stop", "sleep", "lock", "disk", "kill"]
 
 
 def _run(tmp_path: Path, meta: dict) -> Path:
