@@ -20,6 +20,7 @@ import functools
 import inspect
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,12 +150,23 @@ def _patch_tf(session: Any) -> None:
 
 def _patch_coordinator(session: Any) -> None:
     """ParameterServerStrategy's ``ClusterCoordinator``: each step it schedules, the worker that runs it and
-    how long, and a custom loop's ``join`` (``worker/coordinated.py``)."""
+    how long, and a custom loop's ``join`` (``worker/coordinated.py``).
+
+    A step's outcome is read where TensorFlow decides it, in the closure queue its worker thread reports to:
+    ``mark_finished`` once the result is back on the chief, ``put_back`` (to run elsewhere) or ``mark_failed``.
+    Whether ``execute_on`` returned is not enough: the worker can die while its result is being fetched, after
+    the step ran, and TensorFlow then runs the step again on another worker."""
     from tensorflow.python.distribute.coordinator import cluster_coordinator as cc
 
     closure = cc.Closure
     closure.__init__ = _wrap(closure.__init__, lambda orig, c, a, k: _closure_made(orig, c, a, k, closure, session))
-    closure.execute_on = _wrap(closure.execute_on, lambda orig, c, a, k: _closure_run(orig, c, a, k, session))
+    closure.execute_on = _wrap(closure.execute_on, _closure_executed)
+    worker = cc.Worker
+    worker._process_closure = _wrap(worker._process_closure, lambda orig, w, a, k: _closure_run(orig, w, a, k, session))
+    queue = cc._CoordinatedClosureQueue
+    queue.mark_finished = _wrap(queue.mark_finished, lambda orig, q, a, k: _outcome(orig, q, a, k, "finished"))
+    queue.put_back = _wrap(queue.put_back, lambda orig, q, a, k: _outcome(orig, q, a, k, "lost"))
+    queue.mark_failed = _wrap(queue.mark_failed, lambda orig, q, a, k: _outcome(orig, q, a, k, "lost"))
     coordinator = cc.ClusterCoordinator
     coordinator.join = _wrap(coordinator.join, lambda orig, c, a, k: _joined(orig, c, a, k, session))
 
@@ -172,19 +184,49 @@ def _closure_made(orig: Any, closure: Any, args: tuple[Any, ...], kwargs: dict[s
         log.exception("perfkit: could not record a scheduled step")
 
 
-def _closure_run(orig: Any, closure: Any, args: tuple[Any, ...], kwargs: dict[str, Any], session: Any) -> Any:
+class _Running(threading.local):
+    """The step this coordinator thread is running, until its closure queue hears how it ended."""
+
+    step: tuple[Any, int, Any, int] | None = None  # (part, worker, tag, start_ns)
+    error: BaseException | None = None
+
+
+_RUNNING = _Running()
+
+
+def _closure_run(orig: Any, worker: Any, args: tuple[Any, ...], kwargs: dict[str, Any], session: Any) -> Any:
+    closure = args[0] if args else kwargs.get("closure")
     tag, part = getattr(closure, "_perfkit_tag", None), session.coord
     if tag is None or part is None:
-        return orig(closure, *args, **kwargs)
-    worker = int(getattr(args[0] if args else kwargs.get("worker"), "worker_index", -1))
-    start = time.monotonic_ns()
+        return orig(worker, *args, **kwargs)
+    _RUNNING.step = (part, int(getattr(worker, "worker_index", -1)), tag, time.monotonic_ns())
+    _RUNNING.error = None
     try:
-        out = orig(closure, *args, **kwargs)
+        return orig(worker, *args, **kwargs)
+    finally:
+        _RUNNING.step = None
+
+
+def _closure_executed(orig: Any, closure: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    try:
+        return orig(closure, *args, **kwargs)
     except BaseException as exc:
-        _quietly(part.failed, worker, exc)
+        _RUNNING.error = exc
         raise
-    _quietly(part.executed, worker, tag, start, time.monotonic_ns())
-    return out
+
+
+def _outcome(orig: Any, queue: Any, args: tuple[Any, ...], kwargs: dict[str, Any], outcome: str) -> Any:
+    """Recorded as TensorFlow decides, not when the thread returns: after a lost worker the thread may wait
+    for it to come back until the end of the run."""
+    step, _RUNNING.step = _RUNNING.step, None
+    if step is not None:
+        part, worker, tag, start = step
+        if outcome == "finished":
+            _quietly(part.executed, worker, tag, start, time.monotonic_ns())
+        else:
+            error = _RUNNING.error or (args[0] if args and isinstance(args[0], BaseException) else None)
+            _quietly(part.failed, worker, error or RuntimeError("the worker was lost while its result was fetched"))
+    return orig(queue, *args, **kwargs)
 
 
 def _joined(orig: Any, coordinator: Any, args: tuple[Any, ...], kwargs: dict[str, Any], session: Any) -> Any:

@@ -4,14 +4,14 @@ script perfkit did not write (``perfkit launch --mode ps``).
 Under ParameterServerStrategy no step runs in the chief: Keras ``fit`` and a custom loop alike hand each step to
 ``ClusterCoordinator.schedule``, which queues a *closure* that one of the coordinator's threads (one per
 worker) runs on its worker and waits for, then takes the next. So the start-up hook times each closure where
-the coordinator runs it (``Closure.execute_on``: the chief's monotonic clock from the call sent to the worker
-until the worker's result is back, the coordinator's executor being synchronous) and knows which worker ran
-it. That gives each worker's steps and its share of them (the asynchronous counterpart of a straggler) with
+the coordinator runs it (``Worker._process_closure``: the chief's monotonic clock from the call sent to the
+worker until the worker's result is copied back and the closure queue is told it finished) and knows which
+worker ran it. That gives each worker's steps and its share of them (the asynchronous counterpart of a straggler) with
 no code in the workers, whatever the script; the times include the call's round trip, which perfkit's own
 ``--mode ps`` clock (``ps.py``, timed inside the step's graph) does not.
 
-A closure that fails on its worker (the worker died or was cut off) is put back by TensorFlow and runs on
-another worker: counted as lost on the worker where it failed. Epochs are Keras' own under ``fit``; in a
+A closure that fails on its worker (the worker died or was cut off, while the step ran or while its result was
+fetched) is put back by TensorFlow and runs on another worker: counted as lost on the worker where it failed. Epochs are Keras' own under ``fit``; in a
 custom loop an epoch ends where the loop calls ``ClusterCoordinator.join()`` after scheduling steps.
 """
 
