@@ -11,8 +11,9 @@ no code in the workers, whatever the script; the times include the call's round 
 ``--mode ps`` clock (``ps.py``, timed inside the step's graph) does not.
 
 A closure that fails on its worker (the worker died or was cut off, while the step ran or while its result was
-fetched) is put back by TensorFlow and runs on another worker: counted as lost on the worker where it failed. Epochs are Keras' own under ``fit``; in a
-custom loop an epoch ends where the loop calls ``ClusterCoordinator.join()`` after scheduling steps.
+fetched) is put back by TensorFlow and runs on another worker: counted as lost on the worker where it failed.
+Epochs are Keras' own under ``fit``; in a custom loop an epoch ends where the loop calls
+``ClusterCoordinator.join()`` after scheduling steps.
 """
 
 from __future__ import annotations
