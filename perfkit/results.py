@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Any
 from perfkit._atomic import atomic_write, write_error
 from perfkit.config import sanitize_id
 from perfkit.errors import ResultsError, UsageError
-from perfkit.runmeta import RunMeta
+from perfkit.runmeta import SCHEMA_VERSION, RunMeta
 
 if TYPE_CHECKING:
     import pandas as pd
 # pandas is imported where a table is read: run.json alone (`perfkit runs`, every command's start, the
 # launcher) needs none of it, and its import is ~0.35 s on a 2-core machine.
 
-SCHEMA_VERSION = 1
 STATUSES = ("running", "complete", "failed", "interrupted")
 RUN_FILE = "run.json"
 # Parsed from the profiler captures at analysis time and cached beside run.json (perfkit.analysis.tracetables)
@@ -72,11 +71,12 @@ def write_run_file(run_dir: Path, meta: dict[str, Any]) -> None:
 
 
 class RunDir:
-    """A run directory being written by a live run. It writes; ``RunRecord`` reads."""
+    """A run directory being written by a live run: it holds the run's ``RunMeta`` and writes it to run.json
+    on every change; ``RunRecord`` reads."""
 
-    def __init__(self, path: Path, meta: dict[str, Any]) -> None:
+    def __init__(self, path: Path, meta: RunMeta) -> None:
         self.path = path
-        self._meta = dict(meta)
+        self._meta = meta
 
     @staticmethod
     def path_for(results_dir: Path, run_id: str) -> Path:
@@ -86,11 +86,11 @@ class RunDir:
         return path
 
     @classmethod
-    def create(cls, results_dir: Path, run_id: str, meta: dict[str, Any]) -> RunDir:
+    def create(cls, results_dir: Path, run_id: str, meta: RunMeta) -> RunDir:
+        """The directory of a new run named ``run_id`` and its run.json: ``meta`` (``RunMeta.new``), running."""
         path = cls.path_for(results_dir, run_id)
-        full = {"schema_version": SCHEMA_VERSION, "run_id": path.name, "status": "running",
-                "started": utc_now(), "ended": None, "error": None, **meta}
-        run = cls(path, full)
+        run = cls(path, replace(meta, schema_version=SCHEMA_VERSION, run_id=path.name, status="running",
+                                started=utc_now(), ended=None, error=None))
         try:
             path.mkdir(parents=True)
             run._write()
@@ -115,15 +115,16 @@ class RunDir:
         release_reserve(self.path)
 
     @property
-    def meta(self) -> dict[str, Any]:
-        return dict(self._meta)
+    def meta(self) -> RunMeta:
+        return self._meta
 
     def update(self, **changes: Any) -> None:
-        self._meta.update(changes)
+        """run.json with ``changes`` (``RunMeta.changed``: each field its own type)."""
+        self._meta = self._meta.changed(**changes)
         self._write()
 
     def _write(self) -> None:
-        write_run_file(self.path, self._meta)
+        write_json(self.path / RUN_FILE, self._meta.to_dict())
 
     def finish(self, status: str, error: str | None = None, **changes: Any) -> None:
         if status not in STATUSES:

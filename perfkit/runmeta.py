@@ -9,12 +9,13 @@ know (a newer writer's keys, a bench's own) is kept in ``extra`` and written bac
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from perfkit.errors import ResultsError
 
+SCHEMA_VERSION = 1  # of run.json; a reader refuses a newer one
 
 def _field(d: Mapping[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
     value = d.get(name)
@@ -194,6 +195,17 @@ class ClusterRecord:
                    cpu_budget=_mapping(d, "cpu_budget", where), declared=_field(d, "declared", dict, where), **lists,
                    extra={k: v for k, v in d.items() if k not in known})
 
+    @classmethod
+    def of(cls, spec: Mapping[str, Any], **values: Any) -> ClusterRecord:
+        """The record of a cluster as placed: a ``ClusterSpec.to_dict`` (hosts, workers, tasks; its other keys
+        kept in ``extra``) and the fields in ``values`` (a key that is no field also to ``extra``)."""
+        lists = {k: tuple(spec.get(k) or ()) for k in ("hosts", "workers", "tasks")}
+        names = {f.name for f in fields(cls)} - {"extra"}
+        given = {k: tuple(v) if k == "local_workers" else v for k, v in values.items() if k in names}
+        extra = {**{k: v for k, v in spec.items() if k not in lists}, **{k: v for k, v in values.items()
+                                                                         if k not in names}}
+        return cls(**{**lists, **given}, extra=extra)
+
     def to_dict(self) -> dict[str, Any]:
         out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k != "extra"}
         return {**out, **self.extra}
@@ -276,6 +288,19 @@ class RunMeta:
             out[f.name] = value if value != {} else None
         return {**out, **self.extra}
 
+    @classmethod
+    def new(cls, run_id: str, **values: Any) -> RunMeta:
+        """A new run's record, before it starts: ``values`` as ``changed`` takes them."""
+        return cls(SCHEMA_VERSION, run_id).changed(**values)
+
+    def changed(self, **values: Any) -> RunMeta:
+        """This record with ``values``: a field takes a value of its own type (``workers`` WorkerRecords,
+        ``cluster`` a ClusterRecord, a map a dict); a key that is no field is the writer's own and goes to
+        ``extra``. A value of the wrong type is the writer's bug and raises TypeError here, not in a reader."""
+        names = {f.name for f in fields(self)} - {"extra"}
+        own = {k: _typed(k, v) for k, v in values.items() if k in names}
+        return replace(self, **own, extra={**self.extra, **{k: v for k, v in values.items() if k not in names}})
+
     @property
     def num_workers(self) -> int:
         n = self.cluster.num_workers
@@ -302,3 +327,25 @@ def fit_plan(workers: Sequence[WorkerRecord]) -> dict[str, Any] | None:
     """The plan of the fit perfkit's own workers ran (the one that says its executions per epoch), as the run
     keeps it in run.json's ``plan``; None when no worker reported one."""
     return next((w.plan.to_dict() for w in workers if w.plan and w.plan.executions_per_epoch is not None), None)
+
+
+def _typed(name: str, value: Any) -> Any:
+    """``value`` as RunMeta's field ``name`` holds it (``RunMeta.changed``)."""
+    if name == "workers":
+        value = tuple(value)
+        if not all(isinstance(w, WorkerRecord) for w in value):
+            raise TypeError("run.json workers: WorkerRecords expected (WorkerRecord.reported builds one)")
+        return value
+    if name == "cluster":
+        if not isinstance(value, ClusterRecord):
+            raise TypeError(f"run.json cluster: a ClusterRecord expected, not {type(value).__name__}")
+        return value
+    if name in _MAPS:
+        if value is not None and not isinstance(value, dict):
+            raise TypeError(f"run.json {name}: a dict expected, not {type(value).__name__}")
+        return dict(value or {})
+    if name in ("parts", "restarts"):
+        return tuple(value or ())
+    if name in _TEXT and value is not None and not isinstance(value, str):
+        raise TypeError(f"run.json {name}: text expected, not {type(value).__name__}")
+    return value

@@ -33,6 +33,7 @@ from perfkit.config import Mode, sanitize_id
 from perfkit.errors import UsageError
 from perfkit.events import NullObserver, Observer
 from perfkit.results import RunDir
+from perfkit.runmeta import RunMeta
 from perfkit.trainer.forkserver import worker_env
 from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.hosts.hostenv import HostEnv
@@ -136,10 +137,9 @@ def run_launch(lopts: LaunchOptions, opts: MultiOptions, results_dir: str | Path
     try:
         warn_setup(env, observer)
         config = lopts.config()
-        run = RunDir.create(results_dir, dir_name, {
-            "run_id": rid, "mode": lopts.mode.value, "strategy": None, "preset": None, "config": config,
-            "workload": command_identity(list(lopts.command.argv)),
-            "launch": {"command": list(lopts.command.argv), "recorded": None}, **placement_meta(opts, env)})
+        run = RunDir.create(results_dir, dir_name, RunMeta.new(
+            rid, mode=lopts.mode.value, config=config, workload=command_identity(list(lopts.command.argv)),
+            launch={"command": list(lopts.command.argv), "recorded": None}, **placement_meta(opts, env)))
         env.janitor.register("glob", run.path / "tensorboard" / ".capture-*")
         env.janitor.register("run", run.path)  # marked interrupted by the janitor if this process dies
 
@@ -167,13 +167,13 @@ def run_launch(lopts: LaunchOptions, opts: MultiOptions, results_dir: str | Path
 def _record_plan(run: RunDir, config: dict[str, Any]) -> None:
     """The plan the workers' recorders reported (epochs, global batch, what the steps are), or that none
     recorded anything."""
-    plans = [w.get("plan") for w in run.meta.get("workers") or [] if w.get("plan")]
+    plans = [plan for w in run.meta.workers if w.plan is not None for plan in [w.plan.to_dict()] if plan]
     plan = plans[0] if plans else None
     # A chief that scheduled steps through ClusterCoordinator trained under ParameterServerStrategy.
     coordinated = {"strategy": "ParameterServerStrategy"} if plan and plan.get("coordinator") else {}
     try:
         run.update(config={**config, **plan_config(plan)}, **coordinated,
-                   launch={**run.meta["launch"], "recorded": bool(plans), "steps": steps_source(plan)})
+                   launch={**run.meta.launch, "recorded": bool(plans), "steps": steps_source(plan)})
     except OSError as exc:  # a full or read-only results disk, already reported by the run's end if it failed
         log.warning("the launched command's plan is not in run.json: %s", write_error(exc))
 

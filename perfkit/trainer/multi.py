@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, Target
 from perfkit.profiler.tracewindow import finish_traces
 from perfkit.results import RUN_FILE, RunDir, new_run_id
-from perfkit.runmeta import fit_plan
+from perfkit.runmeta import ClusterRecord, RunMeta, fit_plan
 from perfkit.trainer.faultnaming import Failure
 from perfkit.trainer.forkserver import WorkerStart, start_fork_server
 from perfkit.trainer.hosts.hostenv import HostEnv
@@ -94,7 +94,7 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
         raise
     try:
         warn_setup(env, observer)
-        run = RunDir.create(results_dir, dir_name, {**_meta(cfg, opts, env, rid, data_info), **(extra_meta or {})})
+        run = RunDir.create(results_dir, dir_name, _meta(cfg, opts, env, rid, data_info).changed(**(extra_meta or {})))
         forks.move_log(run.path / "forkserver.log")
         # Temporary folders, removed on every exit path (by the janitor, so even after a SIGKILL).
         env.janitor.register("glob", run.path / "tensorboard" / ".capture-*")
@@ -144,7 +144,7 @@ def _launch(cfg: RunConfig, opts: MultiOptions, run: RunDir, env: HostEnv, obser
         # A backup also lets a cluster resume after TF's profiler crashed a worker (see supervise).
         # (ParameterServerStrategy: restarts are not supported and it records no trace window.)
         backup = cfg.mode.value == "multi" and (opts.max_restarts > 0 or cfg.profile_steps != "off")
-        return {"run_id": run.meta["run_id"], "config": config, "cluster": env.cluster.to_dict(),
+        return {"run_id": run.meta.run_id, "config": config, "cluster": env.cluster.to_dict(),
                 "cache_dir": str(results_dir / "datasets"), "connect_timeout": opts.connect_timeout,
                 "launcher_pid": os.getpid(), "attempt": attempt,
                 "backup_dir": str(run.path / "backup") if backup else None,
@@ -223,16 +223,15 @@ def _finish(run: RunDir, profile_spec: str, env: HostEnv, launcher: Launcher, sa
         failure = _disk_failure(failure, lost[0], {"not_written": lost})
     status = "complete" if failure is None else failure.status
     records = launcher.worker_records()
-    workers = [w.to_dict() for w in records]
     plan = fit_plan(records)  # perfkit's own workers say their fit's plan, as single mode does
     try:
         run.finish(status, failure.message if failure else None, sampler=sampled.stats, restarts=restarts,
-                   failure=failure.details if failure else None, workers=workers, **({"plan": plan} if plan else {}),
+                   failure=failure.details if failure else None, workers=records, **({"plan": plan} if plan else {}),
                    **({"worker_start": start} if start else {}),
-                   cluster={**run.meta["cluster"], "cpu_budget": env.budget_meta()})
+                   cluster=replace(run.meta.cluster, cpu_budget=env.budget_meta()))
     except OSError as exc:
         return _unrecorded(run, failure, exc)
-    finish_traces(run, profile_spec, _captures(workers, restarts))
+    finish_traces(run, profile_spec, _captures([w.to_dict() for w in records], restarts))
     return failure
 
 
@@ -293,22 +292,23 @@ def _ensure_data(cfg: RunConfig, cache_dir: Path, num_workers: int) -> dict[str,
     return {"data": data, "workload": info(cfg.workload, workload).to_dict()}
 
 
-def _meta(cfg: RunConfig, opts: MultiOptions, env: HostEnv, run_id: str, data_info: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "run_id": run_id, "mode": cfg.mode.value, "preset": cfg.preset,
-        "strategy": "ParameterServerStrategy" if cfg.mode.value == "ps" else "MultiWorkerMirroredStrategy",
-        "config": cfg.to_dict(), **data_info, **placement_meta(opts, env)}
+def _meta(cfg: RunConfig, opts: MultiOptions, env: HostEnv, run_id: str, data_info: dict[str, Any]) -> RunMeta:
+    return RunMeta.new(
+        run_id, mode=cfg.mode.value, preset=cfg.preset,
+        strategy="ParameterServerStrategy" if cfg.mode.value == "ps" else "MultiWorkerMirroredStrategy",
+        config=cfg.to_dict(), **data_info, **placement_meta(opts, env))
 
 
 def placement_meta(opts: MultiOptions, env: HostEnv) -> dict[str, Any]:
-    """run.json's account of where the workers ran: part, cluster, budgets, network, machine."""
+    """run.json's account of where the workers ran (``RunMeta.changed``'s values): part, cluster, budgets,
+    network, machine."""
     return {
         "part": {"name": opts.part, "workers": list(opts.local_workers)} if opts.part else None,
         "scheduler": opts.scheduler.source if opts.scheduler is not None else None,
-        "cluster": {**env.cluster.to_dict(), "num_workers": env.cluster.num_workers,
-                    "local_workers": list(opts.local_workers), "emulated": opts.emulate, "pinned": opts.pin,
-                    "declared": opts.cluster.to_dict() if env.cluster != opts.cluster else None,
-                    "cpu_budget": env.budget_meta()},
+        "cluster": ClusterRecord.of(env.cluster.to_dict(), num_workers=env.cluster.num_workers,
+                                    local_workers=opts.local_workers, emulated=opts.emulate, pinned=opts.pin,
+                                    declared=opts.cluster.to_dict() if env.cluster != opts.cluster else None,
+                                    cpu_budget=env.budget_meta()),
         "network": env.sandbox.to_dict(),
         "versions": versions(), "machine": machine_info(), "command_started_wall_ns": command_started_ns(),
         "clock_anchor": {"wall_ns": time.time_ns(), "mono_ns": time.monotonic_ns()},

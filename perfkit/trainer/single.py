@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from perfkit.profiler.sampler import Sampler, SamplerResult, Target
 from perfkit.profiler.steps import StepLog
 from perfkit.profiler.tracewindow import CaptureTarget, finish_traces
 from perfkit.results import RunDir, new_run_id
-from perfkit.runmeta import WorkerRecord
+from perfkit.runmeta import ClusterRecord, RunMeta, WorkerRecord
 from perfkit.workloads import WorkloadInfo, info, preflight, prepare_workload, resolve
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,8 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
     cfg.check_batch(*map(int, workload.samples()))  # a user's file may hold fewer rows than the preset
     preflight(workload, cfg.workload, cfg.batch_size, 1, cfg.replicas)
     host = hostname()
-    run = RunDir.create(results_dir, rid, {**_initial_meta(cfg, data_info, info(cfg.workload, workload), host),
-                                           **(extra_meta or {})})
+    run = RunDir.create(results_dir, rid, _initial_meta(rid, cfg, data_info, info(cfg.workload, workload),
+                                                        host).changed(**(extra_meta or {})))
     sampler = Sampler(cfg.sample_interval, [Target(os.getpid(), 0, "trainer", host)])
     steplog = StepLog(samples_per_step=cfg.batch_size)
     run.update(workers=[_worker_meta(0, host, steplog)])
@@ -68,7 +69,7 @@ def _train(cfg: RunConfig, workload: Any, run: RunDir, sampler: Sampler, steplog
             strategy, info = mirrored(cfg.replicas)
             run.update(strategy=info.name, replicas=info.replicas, devices=list(info.devices),
                        strategy_setup=applied(strategy))
-            host = run.meta["workers"][0]["host"]
+            host = run.meta.workers[0].host
             instruments = Instruments(
                 capture=CaptureTarget(run.path, session=run.path.name, host_name=f"{host}-w0"),
                 scalars_dir=run.path / "tensorboard" / "w0", on_capture=lambda r: captures.update({"0": r}))
@@ -96,8 +97,7 @@ def _calibrate(run: RunDir, strategy: Any, model: Any, observer: Observer) -> No
     from perfkit.trainer.worker.calibrate import allreduce_calibration
 
     observer.phase("timing the cross-replica all-reduce")
-    worker = {**run.meta["workers"][0], "calibration": allreduce_calibration(strategy, model)}
-    run.update(workers=[worker])
+    run.update(workers=[replace(run.meta.workers[0], calibration=allreduce_calibration(strategy, model))])
 
 
 def _save(run: RunDir, steplog: StepLog, sampled: SamplerResult, status: str, error: str | None) -> None:
@@ -118,28 +118,19 @@ def _save(run: RunDir, steplog: StepLog, sampled: SamplerResult, status: str, er
                recorded={"steps": steplog.steps_recorded, "epochs": steplog.epochs_recorded})
 
 
-def _worker_meta(index: int, host: str, steplog: StepLog) -> dict[str, Any]:
+def _worker_meta(index: int, host: str, steplog: StepLog) -> WorkerRecord:
     return WorkerRecord.reported(index, {}, host=host, pid=os.getpid(), role="trainer",
-                                 anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns).to_dict()
+                                 anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns)
 
 
-def _initial_meta(cfg: RunConfig, data_info: dict[str, Any], workload: WorkloadInfo, host: str) -> dict[str, Any]:
+def _initial_meta(run_id: str, cfg: RunConfig, data_info: dict[str, Any], workload: WorkloadInfo,
+                  host: str) -> RunMeta:
     import psutil
 
     cores = psutil.cpu_count(logical=True) or 1
-    return {
-        "mode": cfg.mode.value,
-        "strategy": "MirroredStrategy",
-        "preset": cfg.preset,
-        "config": cfg.to_dict(),
-        "workload": workload.to_dict(),
-        "data": data_info,
-        "cluster": {
-            "hosts": [{"name": host, "address": "127.0.0.1", "cores": cores, "workers": 1}],
-            "num_workers": 1,
-            "cpu_budget": {"mechanism": "none", "note": "single process, every core of this machine"},
-        },
-        "versions": versions(),
-        "machine": machine_info(),
-        "command_started_wall_ns": command_started_ns(),
-    }
+    cluster = ClusterRecord(num_workers=1, hosts=({"name": host, "address": "127.0.0.1", "cores": cores,
+                                                   "workers": 1},),
+                            cpu_budget={"mechanism": "none", "note": "single process, every core of this machine"})
+    return RunMeta.new(run_id, mode=cfg.mode.value, strategy="MirroredStrategy", preset=cfg.preset,
+                       config=cfg.to_dict(), workload=workload.to_dict(), data=data_info, cluster=cluster,
+                       versions=versions(), machine=machine_info(), command_started_wall_ns=command_started_ns())

@@ -14,6 +14,7 @@ import pytest
 
 from perfkit._atomic import atomic_write, disk_refuses, is_disk_error, write_error
 from perfkit.results import RESERVE_BYTES, RESERVE_FILE, RunDir
+from perfkit.runmeta import RunMeta
 from perfkit.trainer.worker.part import Status, close_part
 
 
@@ -59,7 +60,7 @@ def test_a_worker_whose_tables_cannot_be_saved_ends_failed_naming_the_file(tmp_p
 
 
 def test_a_live_run_holds_space_for_its_last_record_until_it_finishes(tmp_path: Path) -> None:
-    run = RunDir.create(tmp_path, "r1", {"mode": "multi"})
+    run = RunDir.create(tmp_path, "r1", RunMeta.new("r1", mode="multi"))
     assert (run.path / RESERVE_FILE).stat().st_size == RESERVE_BYTES
     run.finish("failed", "could not write x: no space left on device")
     assert not (run.path / RESERVE_FILE).exists()
@@ -74,7 +75,7 @@ def test_a_results_dir_that_cannot_be_written_is_one_line(tmp_path: Path, monkey
 
     monkeypatch.setattr("perfkit.results.write_json", refuse)
     with pytest.raises(ResultsError, match=r"^--results-dir: could not write .*r2/run\.json: no space left on device$"):
-        RunDir.create(tmp_path, "r2", {"mode": "multi"})
+        RunDir.create(tmp_path, "r2", RunMeta.new("r2", mode="multi"))
 
 
 def test_the_disk_says_when_it_takes_no_more(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

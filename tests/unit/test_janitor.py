@@ -66,11 +66,13 @@ def test_root_without_cap_sys_admin_falls_back_like_not_root(tmp_path: Path) -> 
 
 def _running_run(tmp_path: Path, states: dict[int, dict[str, object]]) -> Path:
     from perfkit.results import RunDir, write_json
+    from perfkit.runmeta import ClusterRecord, RunMeta
 
-    cluster = {"num_workers": len(states), "local_workers": sorted(states),
-               "tasks": [{"index": i, "host": f"h{i}", "endpoint": f"10.0.0.{i}:2000", "role": "worker", "task": i}
-                         for i in sorted(states)]}
-    run = RunDir.create(tmp_path, "r1", {"mode": "multi", "config": {"profile_steps": "off"}, "cluster": cluster})
+    cluster = ClusterRecord(num_workers=len(states), local_workers=tuple(sorted(states)),
+                            tasks=tuple({"index": i, "host": f"h{i}", "endpoint": f"10.0.0.{i}:2000", "role": "worker",
+                                         "task": i} for i in sorted(states)))
+    run = RunDir.create(tmp_path, "r1", RunMeta.new("r1", mode="multi", config={"profile_steps": "off"},
+                                                     cluster=cluster))
     for i, st in states.items():
         write_json(run.worker_dir(i) / "status.json", {"index": i, "anchor_wall_ns": 10 ** 18 + i,
                                                        "anchor_mono_ns": 10 ** 9 + i, **st})
@@ -111,9 +113,10 @@ def test_a_run_left_running_ends_interrupted_with_its_workers_last_states(tmp_pa
 
 def test_a_finished_run_and_a_reused_pid_are_left_alone(tmp_path: Path) -> None:
     from perfkit.results import RunDir
+    from perfkit.runmeta import RunMeta
 
     run = _running_run(tmp_path, {0: {"state": "done", "epochs_done": 3}})
-    RunDir(run, json.loads((run / "run.json").read_text())).finish("complete")
+    RunDir(run, RunMeta.parse(json.loads((run / "run.json").read_text()), "run.json")).finish("complete")
     before = (run / "run.json").read_bytes()
     other = _deaf_sleeper()  # a process that reuses a dead worker's pid: same pid, another start time
     try:

@@ -13,7 +13,7 @@ from perfkit.cluster import local_cluster
 from perfkit.events import NullObserver
 from perfkit.profiler.sampler import Sampler
 from perfkit.results import RunDir
-from perfkit.runmeta import WorkerRecord
+from perfkit.runmeta import RunMeta, WorkerRecord
 from perfkit.trainer.faultnaming import Failure
 from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.processes import Launcher
@@ -47,7 +47,7 @@ class FakeClock:
 
 
 def _launcher(tmp_path: Path, states: list[dict], codes: list[int | None], **kw: float) -> Launcher:
-    run = RunDir.create(tmp_path, "r", {})
+    run = RunDir.create(tmp_path, "r", RunMeta.new("r"))
     cluster = local_cluster(len(states), 2.0)
     placements = [Placement(i, "localhost", None, None, None) for i in range(len(states))]
     launcher = Launcher(run, cluster, placements, None, Sampler(0.5), NullObserver(), **kw, clock=FakeClock())

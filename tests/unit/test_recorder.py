@@ -15,6 +15,7 @@ import pytest
 from perfkit.cluster import local_cluster
 from perfkit.errors import UsageError
 from perfkit.results import RunDir
+from perfkit.runmeta import RunMeta
 from perfkit.trainer.command import UserCommand
 from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.probe import listening
@@ -81,7 +82,7 @@ def test_a_users_command_gets_its_own_tf_config_and_thread_caps_never_the_launch
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["elsewhere:1"]}}')
     cluster = local_cluster(2, 2.0)
-    run = RunDir(tmp_path / "r", {})
+    run = RunDir(tmp_path / "r", RunMeta.new("r"))
     cmd = UserCommand.checked([sys.executable, "train.py", "--x"], multi=True)
     env = cmd.environment(run, cluster, Placement(1, "localhost", [1], 1, 1.0))
     assert json.loads(env["TF_CONFIG"]) == cluster.tf_config(1)

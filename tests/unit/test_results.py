@@ -9,6 +9,7 @@ import pytest
 
 from perfkit.errors import ResultsError, UsageError
 from perfkit.results import SCHEMA_VERSION, RunDir, RunRecord, iter_run_dirs, new_run_id, write_json
+from perfkit.runmeta import RunMeta
 
 
 def _steps() -> pd.DataFrame:
@@ -17,7 +18,7 @@ def _steps() -> pd.DataFrame:
 
 
 def test_round_trip(tmp_path: Path) -> None:
-    run = RunDir.create(tmp_path, "r1", {"mode": "single", "preset": "tiny"})
+    run = RunDir.create(tmp_path, "r1", RunMeta.new("r1", mode="single", preset="tiny"))
     assert json.loads((run.path / "run.json").read_text())["status"] == "running"
     run.write_frame("workers/0/steps.parquet", _steps())
     run.write_frame("cpu.parquet", pd.DataFrame({"t_ns": [1], "worker": [0], "host": ["h"], "pid": [1],
@@ -34,13 +35,13 @@ def test_round_trip(tmp_path: Path) -> None:
 
 
 def test_existing_run_id_is_refused(tmp_path: Path) -> None:
-    RunDir.create(tmp_path, "same", {})
+    RunDir.create(tmp_path, "same", RunMeta.new("same"))
     with pytest.raises(UsageError, match="already exists"):
-        RunDir.create(tmp_path, "same", {})
+        RunDir.create(tmp_path, "same", RunMeta.new("same"))
 
 
 def test_run_id_is_sanitised_into_the_results_dir(tmp_path: Path) -> None:
-    run = RunDir.create(tmp_path / "res", "../../escape", {})
+    run = RunDir.create(tmp_path / "res", "../../escape", RunMeta.new("escape"))
     assert run.path.parent == tmp_path / "res" and run.path.name == "escape"
 
 
@@ -70,7 +71,7 @@ def test_not_a_run_and_newer_schema(tmp_path: Path) -> None:
 
 
 def test_damaged_parquet_names_the_file(tmp_path: Path) -> None:
-    run = RunDir.create(tmp_path, "r", {})
+    run = RunDir.create(tmp_path, "r", RunMeta.new("r"))
     (run.path / "cpu.parquet").write_bytes(b"PAR1 this is not parquet")
     with pytest.raises(ResultsError, match="cpu.parquet"):
         RunRecord.load(run.path)
@@ -80,8 +81,8 @@ def test_run_ids_and_listing(tmp_path: Path) -> None:
     now = datetime(2026, 11, 30, 16, 0, 0, tzinfo=timezone.utc)
     assert new_run_id("single", None, now) == "20261130T160000Z-single"
     assert new_run_id("multi", "4 workers/blog", now) == "20261130T160000Z-multi-4-workers-blog"
-    RunDir.create(tmp_path, "b", {})
-    RunDir.create(tmp_path, "a", {})
+    RunDir.create(tmp_path, "b", RunMeta.new("b"))
+    RunDir.create(tmp_path, "a", RunMeta.new("a"))
     (tmp_path / "datasets").mkdir()
     assert [p.name for p in iter_run_dirs(tmp_path)] == ["a", "b"]
 
@@ -109,3 +110,21 @@ def test_a_workers_record_is_built_once_from_what_it_reported_and_read_back_as_w
     assert meta.plan().steps_per_epoch == 10 and meta.plan().get("step_function") == {"name": "s"}
     own = RunMeta.parse({"schema_version": 1, "run_id": "r", "plan": {"params": 440}, "workers": [d]}, "run.json")
     assert own.plan().params == 440 and RunMeta.parse({"schema_version": 1}, "x/run.json").plan() == FitPlan()
+
+
+def test_a_run_record_is_written_typed_and_a_field_of_the_wrong_type_fails_in_the_writer(tmp_path: Path) -> None:
+    from perfkit.runmeta import ClusterRecord, WorkerRecord
+
+    run = RunDir.create(tmp_path, "r", RunMeta.new("r", mode="multi", cluster=ClusterRecord(num_workers=2),
+                                                   versions={"tf": "x"}))
+    run.update(workers=[WorkerRecord(0, host="h"), WorkerRecord(1, host="h")])
+    with pytest.raises(TypeError, match="workers"):
+        run.update(workers=[{"index": 0}])
+    with pytest.raises(TypeError, match="cluster"):
+        run.update(cluster={"num_workers": 2})
+    with pytest.raises(TypeError, match="config"):
+        run.update(config="tiny")
+    run.finish("complete")
+    meta = RunRecord.load(run.path).run
+    assert meta == run.meta and meta.status == "complete" and meta.cluster.num_workers == 2
+    assert [w.index for w in meta.workers] == [0, 1] and meta.extra["versions"] == {"tf": "x"}  # a writer's own key

@@ -12,14 +12,16 @@ import pytest
 
 from perfkit.analysis.startup import phase_summary, startup_phases
 from perfkit.results import RunDir, RunRecord
+from perfkit.runmeta import RunMeta, WorkerRecord
 from perfkit.trainer.worker.part import Status, process_started_ns
 
 S = 1_000_000_000
 
 
 def _record(tmp_path: Path, workers: list[dict], **meta: object) -> RunRecord:
-    run = RunDir.create(tmp_path, "r", {"mode": "multi", "command_started_wall_ns": 100 * S, "workers": workers,
-                                        **meta})
+    records = [WorkerRecord.parse(w, "test") for w in workers]
+    run = RunDir.create(tmp_path, "r", RunMeta.new("r", mode="multi", command_started_wall_ns=100 * S, workers=records,
+                                                   **meta))
     steps = pd.DataFrame({"worker": [0, 0], "epoch": 0, "step": [0, 1], "t_start_ns": [5 * S, 6 * S],
                           "t_end_ns": [6 * S, 7 * S], "duration_s": 1.0, "samples": 8})
     run.write_frame("workers/0/steps.parquet", steps.drop(columns="worker"))

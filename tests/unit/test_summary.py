@@ -13,7 +13,7 @@ S = 1_000_000_000
 
 
 def _make_run(tmp_path: Path, epoch_train_s: list[float], val_s: float = 1.0) -> RunRecord:
-    run = RunDir.create(tmp_path, "r", {"mode": "single", "preset": "tiny"})
+    run = RunDir.create(tmp_path, "r", RunMeta.new("r", mode="single", preset="tiny"))
     steps, epochs, t = [], [], 0
     for e, train_s in enumerate(epoch_train_s):
         start = t
@@ -63,7 +63,7 @@ def test_one_epoch_is_flagged_as_warmup(tmp_path: Path) -> None:
 
 
 def test_empty_run_gives_nan_not_numbers(tmp_path: Path) -> None:
-    run = RunDir.create(tmp_path, "empty", {"mode": "single"})
+    run = RunDir.create(tmp_path, "empty", RunMeta.new("empty", mode="single"))
     run.finish("failed", "boom")
     rec = RunRecord.load(run.path)
     s = summarize(rec)

@@ -14,6 +14,7 @@ from perfkit.cluster import local_cluster
 from perfkit.events import NullObserver
 from perfkit.profiler.sampler import Sampler
 from perfkit.results import RunDir
+from perfkit.runmeta import RunMeta
 from perfkit.trainer import hang, teardown
 from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.processes import Launcher
@@ -93,7 +94,7 @@ def test_the_time_to_exit_runs_out_after_finish_s_or_the_ceiling_while_the_worke
 
 
 def _launcher(tmp_path: Path, statuses: list[dict], procs: list, **kw: float) -> Launcher:
-    run = RunDir.create(tmp_path, "r", {})
+    run = RunDir.create(tmp_path, "r", RunMeta.new("r"))
     placements = [Placement(i, "localhost", None, None, None) for i in range(len(statuses))]
     launcher = Launcher(run, local_cluster(len(statuses), 2.0), placements, None, Sampler(0.5), NullObserver(),
                         connect_timeout=60, hang_timeout=0.3, **kw)

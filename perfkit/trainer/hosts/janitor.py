@@ -187,15 +187,20 @@ def _running(proc: Any) -> bool:
 def mark_interrupted(run: Path, launcher: int | None, indices: list[int]) -> bool:
     """run.json ``interrupted`` if it still says ``running``, with each worker's last state (its status.json)
     and what was lost; False when the run had been finished (or has no readable run.json)."""
+    from perfkit.errors import ResultsError
     from perfkit.profiler.tracewindow import finish_traces
     from perfkit.results import RUN_FILE, RunDir, release_reserve
-    from perfkit.runmeta import fit_plan
+    from perfkit.runmeta import RunMeta, fit_plan
 
     try:
         meta = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     if not isinstance(meta, dict) or meta.get("status") != "running":
+        return False
+    try:
+        typed = RunMeta.parse(meta, str(run / RUN_FILE))
+    except ResultsError:  # not a run record this perfkit can write back
         return False
     cluster = meta.get("cluster") or {}
     indices = sorted({*indices, *(int(i) for i in cluster.get("local_workers") or [] if isinstance(i, int))})
@@ -204,8 +209,8 @@ def mark_interrupted(run: Path, launcher: int | None, indices: list[int]) -> boo
     plan = fit_plan(records)
     who = f"perfkit's launcher (pid {launcher})" if launcher else "perfkit's launcher"
     release_reserve(run)
-    record = RunDir(run, meta)
-    record.finish("interrupted", f"{who} ended without finishing the run", workers=[w.to_dict() for w in records],
+    record = RunDir(run, typed)
+    record.finish("interrupted", f"{who} ended without finishing the run", workers=records,
                   lost=lost(states),
                   failure={"launcher_pid": launcher, "finished_by": "the run's janitor"},
                   **({"plan": plan} if plan else {}))

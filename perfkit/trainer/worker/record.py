@@ -131,7 +131,7 @@ class OwnRun:
 
         multi = ctx.num_workers > 1
         name = f"{ctx.run_id}--w{ctx.index}" if multi else ctx.run_id
-        run = RunDir.create(results_dir, name, _meta(ctx, global_batch))
+        run = RunDir.create(results_dir, name, _meta(ctx.run_id, ctx, global_batch))
         sampler = Sampler(0.5, [Target(os.getpid(), ctx.index, "trainer", ctx.host)])
         sampler.start()
         return cls(run, replace(ctx, run_dir=run.path), sampler, global_batch)
@@ -142,28 +142,25 @@ class OwnRun:
         sampled = self.sampler.stop()
         self.run.write_frame("cpu.parquet", sampled.cpu)
         self.run.write_frame("system.parquet", sampled.system)
-        config = {**self.run.meta["config"], **plan_config(part.plan)}
+        config = {**self.run.meta.config, **plan_config(part.plan)}
         record = part.worker_record()
-        self.run.finish(outcome[0], outcome[1], sampler=sampled.stats, workers=[record.to_dict()], config=config)
+        self.run.finish(outcome[0], outcome[1], sampler=sampled.stats, workers=[record], config=config)
         captured = {str(self.context.index): record.profile} if record.profile else {}
         finish_traces(self.run, self.context.profile_steps, captured)
 
 
-def _meta(ctx: Any, global_batch: int) -> dict[str, Any]:
+def _meta(run_id: str, ctx: Any, global_batch: int) -> Any:
     from perfkit.machine import machine_info, versions
+    from perfkit.runmeta import ClusterRecord, RunMeta
 
     multi = ctx.num_workers > 1
-    endpoints = list(ctx.endpoints)
-    return {
-        "mode": "multi" if multi else "single", "strategy": None, "preset": None,
-        "config": {"mode": "multi" if multi else "single", "batch_size": global_batch, "epochs": None,
-                   "profile_steps": ctx.profile_steps, "sample_interval": 0.5, "workload": "command"},
-        "workload": command_identity(["python", *sys.argv]),
-        "recorder": {"launched": False, "argv": list(sys.argv)},
-        "part": {"name": f"w{ctx.index}", "workers": [ctx.index]} if multi else None,
-        "cluster": {"num_workers": ctx.num_workers, "local_workers": [ctx.index], "emulated": False,
-                    "workers": [{"index": i, "host": ctx.host if i == ctx.index else None, "endpoint": e}
-                                for i, e in enumerate(endpoints)]
-                               or [{"index": 0, "host": ctx.host, "endpoint": None}]},
-        "versions": versions(), "machine": machine_info(),
-    }
+    workers = tuple({"index": i, "host": ctx.host if i == ctx.index else None, "endpoint": e}
+                    for i, e in enumerate(ctx.endpoints)) or ({"index": 0, "host": ctx.host, "endpoint": None},)
+    return RunMeta.new(
+        run_id, mode="multi" if multi else "single",
+        config={"mode": "multi" if multi else "single", "batch_size": global_batch, "epochs": None,
+                "profile_steps": ctx.profile_steps, "sample_interval": 0.5, "workload": "command"},
+        workload=command_identity(["python", *sys.argv]), recorder={"launched": False, "argv": list(sys.argv)},
+        part={"name": f"w{ctx.index}", "workers": [ctx.index]} if multi else None,
+        cluster=ClusterRecord(num_workers=ctx.num_workers, local_workers=(ctx.index,), workers=workers),
+        versions=versions(), machine=machine_info())
