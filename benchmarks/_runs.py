@@ -116,13 +116,47 @@ def _fill_from_run(t: Training, run_dir: Path) -> Training:
 
 
 def script_run(label: str, module: str, args: list[str], timeout: float) -> Training:
-    """``python -m MODULE ARGS``: a plain training script that prints one ``BENCH_JSON {...}`` line."""
+    """``python -m MODULE ARGS``: a plain training script that prints one result line (``bare.emit``)."""
     proc = run_measured([sys.executable, "-m", module, *args], timeout, env=env_with_repo())
     t = Training(label, wall_s=proc.wall_s, peak_rss_bytes=proc.peak_rss_bytes)
     result = script_json(proc)
     if not proc.ok or result is None:
         t.error = proc.error() or f"{module} printed no {JSON_MARK.strip()} line"
         return t
+    return _from_result(t, result)
+
+
+def launched_script(label: str, launch_args: list[str], module: str, args: list[str], results_dir: Path,
+                    timeout: float) -> Training:
+    """``perfkit launch LAUNCH_ARGS -- python -m MODULE ARGS``: the same kind of script on a cluster perfkit
+    places; the chief's result line (the only worker's, without one) read back from its worker.log."""
+    from perfkit.errors import PerfkitError
+    from perfkit.results import load_meta
+
+    cmd = [*PERFKIT, "launch", *launch_args, "--results-dir", str(results_dir), "--quiet", "--",
+           sys.executable, "-m", module, *args]
+    proc = run_measured(cmd, timeout, env=env_with_repo())
+    t = Training(label, wall_s=proc.wall_s, peak_rss_bytes=proc.peak_rss_bytes)
+    run_dir = printed_run_dir(proc)
+    t.run_dir = str(run_dir) if run_dir else None
+    if not proc.ok or run_dir is None:
+        t.error = proc.error() or "perfkit launch printed no run directory"
+        return t
+    try:
+        chief = load_meta(run_dir).chief_index
+    except PerfkitError as exc:
+        t.error = f"cannot read {run_dir}: {exc}"
+        return t
+    log = run_dir / "workers" / str(chief or 0) / "worker.log"
+    result = read_result(log.read_text(encoding="utf-8", errors="replace")) if log.is_file() else None
+    if result is None:
+        t.error = f"{log} holds no {JSON_MARK.strip()} line"
+        return t
+    return _from_result(t, result)
+
+
+def _from_result(t: Training, result: dict[str, Any]) -> Training:
+    """A script's training figures from its result line (each epoch's wall, training and validation time)."""
     epochs = result.get("epochs") or []
     samples = int(result["steps_per_epoch"]) * int(result["batch_size"])
     t.epoch_wall_s = [e["wall_s"] for e in epochs]

@@ -1,11 +1,13 @@
 """What timing every worker's steps costs under ParameterServerStrategy (target: ratio <= 1.03).
 
-A/B interleaved, same data and cluster (``--mode ps --workers 2``, one parameter server):
+A/B interleaved, same data, model, ``fit`` and cluster (2 workers, one parameter server):
 - clock: ``perfkit run --mode ps`` as a user runs it, each worker's steps timed in the step's graph and
   written to a table on the parameter server (perfkit/trainer/worker/ps.py);
-- no clock: the same run with ``PERFKIT_PS_STEP_CLOCK=0`` (the chief's epochs only).
+- no clock: the same training with no instrument at all (``benchmarks/_ps_bare.py``: perfkit's bare
+  training under ParameterServerStrategy), run by ``perfkit launch --mode ps --no-auto-record``.
 The figure is the chief's steady epoch (train + validation; median over epochs after the first) and the
-ratio clock / no clock, paired by round.
+ratio clock / no clock, paired by round: the clock's cost with the chief's epoch recorder's, an upper bound
+of the clock's own.
 
     python -m benchmarks ps-clock --preset quick --repeats 3
 """
@@ -28,8 +30,7 @@ from benchmarks._common import (
     ratios,
     smoke_size,
 )
-from benchmarks._runs import Training, perfkit_run, runs_dir, training_summary
-from perfkit.trainer.worker.ps import CLOCK_ENV
+from benchmarks._runs import Training, launched_script, perfkit_run, runs_dir, training_summary
 
 NAME = "ps-clock"
 TARGET_RATIO = 1.03
@@ -40,9 +41,12 @@ def measure(args: argparse.Namespace) -> Report:
     report.targets = {"steady_epoch_ratio_max": TARGET_RATIO}
     runs = runs_dir(args.results_root, NAME, args.stamp)
     common = ["--mode", "ps", "--workers", "2", "--preset", args.preset, *smoke_size(args)]
+    bare = ["--preset", args.preset, "--cache-dir", str(runs / "datasets"), *smoke_size(args)]
+    launch = ["--mode", "ps", "--workers", "2", "--no-auto-record", "--no-profile"]
     arms = {
         "clock": lambda i: perfkit_run(f"clock #{i + 1}", common, runs, args.timeout),
-        "no clock": lambda i: perfkit_run(f"no clock #{i + 1}", common, runs, args.timeout, env={CLOCK_ENV: "0"}),
+        "no clock": lambda i: launched_script(f"no clock #{i + 1}", launch, "benchmarks._ps_bare", bare, runs,
+                                              args.timeout),
     }
     got: dict[str, list[Training]] = interleave(arms, args.repeats, progress)
     report.results = {name: training_summary(tr) for name, tr in got.items()}

@@ -87,9 +87,10 @@ class RunDir:
 
     @classmethod
     def create(cls, results_dir: Path, run_id: str, meta: RunMeta) -> RunDir:
-        """The directory of a new run named ``run_id`` and its run.json: ``meta`` (``RunMeta.new``), running."""
+        """The directory ``run_id`` of a new run and its run.json: ``meta`` (``RunMeta.new``), running. The
+        record keeps its own run id (one host's part of a run is ``<run id>--<host>``), else the directory's."""
         path = cls.path_for(results_dir, run_id)
-        run = cls(path, replace(meta, schema_version=SCHEMA_VERSION, run_id=path.name, status="running",
+        run = cls(path, replace(meta, schema_version=SCHEMA_VERSION, run_id=meta.run_id or path.name, status="running",
                                 started=utc_now(), ended=None, error=None))
         try:
             path.mkdir(parents=True)

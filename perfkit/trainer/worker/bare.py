@@ -59,8 +59,9 @@ def _number(x: Any) -> float | None:
         return None
 
 
-def train(cfg: RunConfig, cache_dir: Path) -> dict[str, Any]:
-    """Train ``cfg``'s built-in workload bare; what was trained and each epoch's times."""
+def train(cfg: RunConfig, cache_dir: Path, strategy: Any = None) -> dict[str, Any]:
+    """Train ``cfg``'s built-in workload bare under ``strategy`` (default: MirroredStrategy, as single mode);
+    what was trained and each epoch's times."""
     from perfkit.trainer.worker.strategy import mirrored
     from perfkit.workloads import pipeline
     from perfkit.workloads.botdetector.data import prepare
@@ -68,7 +69,8 @@ def train(cfg: RunConfig, cache_dir: Path) -> dict[str, Any]:
 
     data = prepare(data_path=None, cache_dir=cache_dir, train_players=cfg.train_players,
                    test_players=cfg.test_players, seed=cfg.seed, sequence_length=cfg.sequence_length)
-    strategy, _ = mirrored()
+    if strategy is None:
+        strategy, _ = mirrored()
     steps = pipeline.steps_per_epoch(len(data.y_train), cfg.batch_size)
     val_steps = pipeline.steps_per_epoch(len(data.y_test), cfg.batch_size, "validation")
     train_ds = pipeline.train_input(data.x_train, data.y_train, cfg.batch_size, cfg.seed, cfg.class_weight)

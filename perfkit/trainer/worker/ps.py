@@ -8,9 +8,8 @@ the step reads ``tf.timestamp()`` before and after the original step, and writes
 row of a small table held on the parameter servers (the worker is told apart by
 ``tf.distribute.coordinator.experimental_get_current_worker_index``, resolved when the step runs). At
 every epoch end, when Keras has joined all scheduled steps, the chief reads the tables and empties them.
-The cost per step is three tiny variable updates on a parameter server: ``python -m benchmarks ps-clock`` runs
-the same ps run with and without the clock (``PERFKIT_PS_STEP_CLOCK=0``, for that benchmark only: without
-it no worker step is recorded) and reports the steady epoch-time ratio.
+The cost per step is three tiny variable updates on a parameter server: ``python -m benchmarks ps-clock`` sets
+a ps run against the same training with no instrument and reports the steady epoch-time ratio.
 
 The times are the worker's wall clock (``tf.timestamp``); they are put on the chief's monotonic clock with
 the chief's anchor, the clock of every other record of its run directory (one machine: the same clock).
@@ -34,7 +33,6 @@ from perfkit.results import write_parquet
 log = logging.getLogger(__name__)
 
 PROGRESS_S = 1.0  # how often the chief reads the step counters for status.json (live progress, stall check)
-CLOCK_ENV = "PERFKIT_PS_STEP_CLOCK"  # "0": no step clock (bench ps-clock's other arm)
 
 
 def serve(cluster: ClusterSpec, index: int, status: Any) -> None:
@@ -190,9 +188,6 @@ def train_chief(run_dir: Path, cfg: Any, cluster: ClusterSpec, launch: dict[str,
         save()
 
     def on_model(model: Any, plan: Any) -> list[Any]:
-        if os.environ.get(CLOCK_ENV) == "0":
-            log.warning("%s=0: the workers' steps are not timed (bench ps-clock)", CLOCK_ENV)
-            return []
         clock = StepClock(strategy, cluster.num_workers, plan.steps_per_epoch, cfg.batch_size, steplog.anchor)
         clock.wrap(model)
         clocks.append(clock)

@@ -131,7 +131,7 @@ class OwnRun:
 
         multi = ctx.num_workers > 1
         name = f"{ctx.run_id}--w{ctx.index}" if multi else ctx.run_id
-        run = RunDir.create(results_dir, name, _meta(ctx.run_id, ctx, global_batch))
+        run = RunDir.create(results_dir, name, _meta(name, ctx, global_batch))
         sampler = Sampler(0.5, [Target(os.getpid(), ctx.index, "trainer", ctx.host)])
         sampler.start()
         return cls(run, replace(ctx, run_dir=run.path), sampler, global_batch)
