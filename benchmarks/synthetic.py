@@ -1,7 +1,8 @@
 """Generate synthetic run directories in the exact on-disk format, for benchmarks of `perfkit analyze`.
 
-``write_synthetic_run`` writes a complete multi-worker run (run.json with cluster, anchors and profile;
-workers/<i>/{steps,epochs}.parquet; cpu.parquet; system.parquet; trace_steps.parquet; trace_ops.parquet),
+``write_synthetic_run`` writes a complete multi-worker run (a ``RunRecord`` saved as perfkit lays out a run:
+run.json with cluster, anchors and profile; workers/<i>/{steps,epochs}.parquet; cpu.parquet; system.parquet;
+and the parsed traces trace_steps.parquet and trace_ops.parquet),
 optionally as one part per host (``<run-id>--<host>``, each on its own monotonic clock).
 ``write_synthetic_baseline`` writes the matching single-mode run. Values are realistic, not measured:
 synchronous steps whose time is the slowest worker's compute + input plus a transfer, workers on the
@@ -17,13 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from perfkit._atomic import atomic_write
-from perfkit.results import SCHEMA_VERSION, TRACE_OPS_FILE, TRACE_STEPS_FILE, write_parquet, write_run_file
+from perfkit.results import TRACE_OPS_FILE, TRACE_STEPS_FILE, RunRecord, write_parquet
+from perfkit.runmeta import ClusterRecord, RunMeta, WorkerRecord
 
 S = 1_000_000_000
 WALL0 = 1_796_000_000 * S  # wall clock of the first step
@@ -121,25 +122,25 @@ def _write_part(path: Path, spec: SyntheticSpec, part: str | None, workers: list
                 epochs: pd.DataFrame, offsets: dict[str, int], rng: np.random.Generator) -> None:
     hosts = spec.host_of()
     path.mkdir(parents=True, exist_ok=False)
+    steps, epoch_rows = [], []
     for w in workers:
         off = offsets[hosts[w]]
         jitter = rng.integers(0, 200_000, spec.steps)  # each worker enters the step a little apart
         start = st["start"] - off + jitter
-        write_parquet(path / "workers" / str(w) / "steps.parquet", pd.DataFrame({
+        steps.append(pd.DataFrame({
             "epoch": st["epoch"].astype("int32"), "step": st["index"].astype("int32"), "t_start_ns": start,
             "t_end_ns": start + (st["step"] * S).astype("int64"), "duration_s": st["step"],
-            "samples": np.full(spec.steps, spec.batch // spec.workers, dtype="int64")}))
+            "samples": np.full(spec.steps, spec.batch // spec.workers, dtype="int64"), "worker": w}))
         ep = epochs.assign(t_start_ns=epochs["t_start_ns"] - off, t_end_ns=epochs["t_end_ns"] - off)
-        write_parquet(path / "workers" / str(w) / "epochs.parquet", ep.astype({"epoch": "int32"}))
+        epoch_rows.append(ep.astype({"epoch": "int32"}).assign(worker=w))
         atomic_write(path / "workers" / str(w) / "worker.log", lambda fh: fh.write(b"synthetic run: no log\n"))
     local_host = hosts[workers[0]]
     cpu, system = _cpu_tables(spec, workers, st, epochs, offsets[local_host], rng)
-    write_parquet(path / "cpu.parquet", cpu)
-    write_parquet(path / "system.parquet", system)
+    interval = float(np.diff(cpu["t_ns"].to_numpy()[:2])[0]) / S
+    RunRecord(path, _meta(spec, part, workers, offsets, st, interval), pd.concat(steps, ignore_index=True),
+              pd.concat(epoch_rows, ignore_index=True), cpu, system).save()
     if spec.trace:
         _write_traces(path, spec, workers, st)
-    interval = float(np.diff(cpu["t_ns"].to_numpy()[:2])[0]) / S
-    write_run_file(path, _meta(spec, part, workers, offsets, st, interval))
 
 
 def _cpu_tables(spec: SyntheticSpec, workers: list[int], st: dict[str, np.ndarray], epochs: pd.DataFrame,
@@ -193,31 +194,27 @@ def _write_traces(path: Path, spec: SyntheticSpec, workers: list[int], st: dict[
 
 
 def _meta(spec: SyntheticSpec, part: str | None, workers: list[int], offsets: dict[str, int],
-          st: dict[str, np.ndarray], interval_s: float) -> dict[str, Any]:
+          st: dict[str, np.ndarray], interval_s: float) -> RunMeta:
     hosts = spec.host_of()
     median = float(np.median(st["step"]))
     profile = {"window": {"first": 0, "last": spec.steps - 1}, "session": "synthetic", "workers": {
         str(w): {"status": "captured", "file": None, "error": None, "steps": spec.steps, "trace_median_step_s": median,
                  "callback_median_step_s": median, "agreement": 1.0, "within_10pct": True} for w in workers}}
-    return {
-        "schema_version": SCHEMA_VERSION, "run_id": spec.run_id, "status": "complete", "error": None,
-        "started": "2026-12-01T00:00:00.000Z", "ended": "2026-12-01T00:00:00.000Z",
-        "part": {"name": part, "workers": workers} if part else None, "mode": spec.mode,
-        "strategy": "MultiWorkerMirroredStrategy" if spec.mode == "multi" else "MirroredStrategy",
-        "preset": "synthetic", "config": {"mode": spec.mode, "preset": "synthetic", "epochs": spec.epochs,
-                                          "batch_size": spec.batch, "train_players": 1_000_000,
-                                          "test_players": 250_000, "sequence_length": 7, "seed": spec.seed,
-                                          "sample_interval": interval_s, "data_path": None},
-        "data": {"path": "results/datasets/synthetic-benchmark.parquet", "source": "generated"},
-        "cluster": {"hosts": [{"name": h, "address": f"10.0.0.{i + 1}", "cores": c, "workers": n}
-                              for i, (h, c, n) in enumerate(spec.hosts)],
-                    "workers": [{"index": w, "host": hosts[w]} for w in range(spec.workers)],
-                    "num_workers": spec.workers, "local_workers": workers,
-                    "cpu_budget": {"host_budgets_cores": {h: c for h, c, _ in spec.hosts}}},
-        "versions": {"perfkit": "synthetic"}, "machine": {"logical_cores": 2},
-        "command_started_wall_ns": int(st["start"][0] - 10 * S),
-        "sampler": {"interval_s": interval_s}, "restarts": [], "failure": None,
-        "workers": [{"index": w, "host": hosts[w], "pid": 4000 + w + 1, "role": "worker", "anchor_wall_ns": WALL0,
-                     "anchor_mono_ns": WALL0 - offsets[hosts[w]], "exit_code": 0, "state": "done"} for w in workers],
-        "profile": profile if spec.trace else None,
-    }
+    cluster = ClusterRecord(
+        hosts=tuple({"name": h, "address": f"10.0.0.{i + 1}", "cores": c, "workers": n}
+                    for i, (h, c, n) in enumerate(spec.hosts)),
+        workers=tuple({"index": w, "host": hosts[w]} for w in range(spec.workers)), num_workers=spec.workers,
+        local_workers=tuple(workers), cpu_budget={"host_budgets_cores": {h: c for h, c, _ in spec.hosts}})
+    return RunMeta.new(
+        spec.run_id, status="complete", started="2026-12-01T00:00:00.000Z", ended="2026-12-01T00:00:00.000Z",
+        part={"name": part, "workers": workers} if part else None, mode=spec.mode,
+        strategy="MultiWorkerMirroredStrategy" if spec.mode == "multi" else "MirroredStrategy", preset="synthetic",
+        config={"mode": spec.mode, "preset": "synthetic", "epochs": spec.epochs, "batch_size": spec.batch,
+                "train_players": 1_000_000, "test_players": 250_000, "sequence_length": 7, "seed": spec.seed,
+                "sample_interval": interval_s, "data_path": None},
+        data={"path": "results/datasets/synthetic-benchmark.parquet", "source": "generated"}, cluster=cluster,
+        versions={"perfkit": "synthetic"}, machine={"logical_cores": 2},
+        command_started_wall_ns=int(st["start"][0] - 10 * S), sampler={"interval_s": interval_s},
+        workers=[WorkerRecord(w, host=hosts[w], pid=4000 + w + 1, role="worker", anchor_wall_ns=WALL0,
+                              anchor_mono_ns=WALL0 - offsets[hosts[w]], exit_code=0, state="done") for w in workers],
+        profile=profile if spec.trace else None)

@@ -64,10 +64,12 @@ def new_run_id(mode: str, label: str | None = None, now: datetime | None = None)
 # The run record's types (RunMeta, ClusterRecord, WorkerRecord): perfkit/runmeta.py.
 
 
-def write_run_file(run_dir: Path, meta: dict[str, Any]) -> None:
-    """The one writer of run.json (a live run's ``RunDir``, synthetic runs, fixtures): what it writes always
-    reads back as a ``RunMeta``; a field of the wrong type fails here, in the writer, not in an analysis."""
-    write_json(run_dir / RUN_FILE, RunMeta.parse(meta, str(run_dir / RUN_FILE)).to_dict())
+def write_run_file(run_dir: Path, meta: RunMeta | dict[str, Any]) -> None:
+    """run.json of a record written whole (``RunRecord.save``, a part brought back from a host): what it
+    writes always reads back as a ``RunMeta``; given as a dict, a field of the wrong type fails here, in the
+    writer, not in an analysis."""
+    typed = meta if isinstance(meta, RunMeta) else RunMeta.parse(meta, str(run_dir / RUN_FILE))
+    write_json(run_dir / RUN_FILE, typed.to_dict())
 
 
 class RunDir:
@@ -224,6 +226,19 @@ class RunRecord:
     @property
     def status(self) -> str:
         return self.run.status
+
+    def save(self) -> None:
+        """Write this record as the run directory ``load`` reads back: run.json, each worker's steps and epochs
+        (``workers/<i>/``), the CPU and system samples; a table without rows is not written (read back empty).
+        For a record made whole at once (synthetic runs, fixtures); a live run writes through ``RunDir``."""
+        for name, frame in (("steps.parquet", self.steps), ("epochs.parquet", self.epochs)):
+            for worker, rows in frame.groupby("worker", sort=True):
+                write_parquet(self.path / "workers" / str(int(worker)) / name,
+                              rows.drop(columns="worker").reset_index(drop=True))
+        for name, frame in (("cpu.parquet", self.cpu), ("system.parquet", self.system)):
+            if len(frame):
+                write_parquet(self.path / name, frame)
+        write_run_file(self.path, self.run)
 
     @classmethod
     def load(cls, path: str | Path) -> RunRecord:

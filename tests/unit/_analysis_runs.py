@@ -1,7 +1,8 @@
 """Hand-built run directories with known answers, for the analysis tests.
 
-``write_run`` lays out a run exactly as perfkit does (run.json; workers/<i>/{steps,epochs}.parquet;
-cpu.parquet; optionally trace_steps.parquet and run.json's ``profile``), from round numbers:
+``write_run`` builds a ``RunRecord`` from round numbers and saves it as perfkit lays out a run (run.json;
+workers/<i>/{steps,epochs}.parquet; cpu.parquet), optionally with trace_steps.parquet and run.json's
+``profile``:
 
 - every step is synchronous: step_s = max over workers of (busy + input) + transfer, the same for all;
 - traces: compute_s = 0.75 * busy, other_s = 0.25 * busy, collective_s = step_s - busy - input (exposed);
@@ -22,7 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfkit.results import RunMeta, write_parquet, write_run_file
+from perfkit.results import SYSTEM_COLUMNS, RunRecord, write_parquet, write_run_file
+from perfkit.runmeta import ClusterRecord, RunMeta, WorkerRecord
 
 S = 1_000_000_000
 WALL0 = 1_800_000_000 * S
@@ -50,16 +52,16 @@ def write_run(root: Path, run_id: str, *, mode: str = "multi",
     for part, local in groups:
         path = root / (f"{run_id}--{part}" if part else run_id)
         path.mkdir(parents=True)
-        for w in local:
-            off = offsets[dict(workers)[w]]
-            _worker_files(path, w, epochs if epochs_recorded is None else epochs_recorded, steps, step_s, val_s,
-                          batch // len(workers), off, val_accuracy)
-        _cpu_file(path, local, dict(workers), cpu, interval, epochs * epoch_s, offsets, mode, part)
-        if trace:
-            _trace_file(path, local, dict(workers), busy, input_s, step_s, epochs, steps, val_s, overlap)
+        tables = [_worker_tables(w, epochs if epochs_recorded is None else epochs_recorded, steps, step_s, val_s,
+                                 batch // len(workers), offsets[dict(workers)[w]], val_accuracy) for w in local]
         meta = _meta(run_id, mode, hosts, workers, local, offsets, status, preset, train_players, batch, epochs,
                      interval, started, part, trace)
-        write_run_file(path, meta)
+        RunRecord(path, meta, pd.concat([t[0] for t in tables], ignore_index=True),
+                  pd.concat([t[1] for t in tables], ignore_index=True),
+                  _cpu_table(local, dict(workers), cpu, interval, epochs * epoch_s, offsets, mode, part),
+                  pd.DataFrame(columns=list(SYSTEM_COLUMNS))).save()
+        if trace:
+            _trace_file(path, local, dict(workers), busy, input_s, step_s, epochs, steps, val_s, overlap)
         out.append(path)
     return out
 
@@ -68,14 +70,15 @@ def step_start(epoch: int, step: int, step_s: float, steps: int, val_s: float) -
     return epoch * (steps * step_s + val_s) + step * step_s
 
 
-def _worker_files(path: Path, w: int, epochs: int, steps: int, step_s: float, val_s: float, samples: int,
-                  offset: int, val_accuracy: tuple[float, ...]) -> None:
+def _worker_tables(w: int, epochs: int, steps: int, step_s: float, val_s: float, samples: int, offset: int,
+                   val_accuracy: tuple[float, ...]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Worker ``w``'s steps and epochs tables (with their ``worker`` column, as ``RunRecord`` holds them)."""
     e, s = np.divmod(np.arange(epochs * steps), steps)
     start = np.array([step_start(int(a), int(b), step_s, steps, val_s) for a, b in zip(e, s)])
     mono = WALL0 - offset + np.round(start * S).astype("int64")
-    write_parquet(path / "workers" / str(w) / "steps.parquet", pd.DataFrame({
+    step_rows = pd.DataFrame({
         "epoch": e.astype("int32"), "step": s.astype("int32"), "t_start_ns": mono,
-        "t_end_ns": mono + int(round(step_s * S)), "duration_s": step_s, "samples": samples}))
+        "t_end_ns": mono + int(round(step_s * S)), "duration_s": step_s, "samples": samples})
     ep = pd.DataFrame({"epoch": np.arange(epochs, dtype="int32")})
     ep["t_start_ns"] = WALL0 - offset + np.round(ep["epoch"] * (steps * step_s + val_s) * S).astype("int64")
     ep["t_end_ns"] = ep["t_start_ns"] + int(round((steps * step_s + val_s) * S))
@@ -84,11 +87,11 @@ def _worker_files(path: Path, w: int, epochs: int, steps: int, step_s: float, va
     ep["val_loss"] = [0.5 - 0.1 * i for i in range(epochs)]
     ep["val_accuracy"] = list(val_accuracy[:epochs])
     ep["val_auc"] = [0.9 + 0.02 * i for i in range(epochs)]
-    write_parquet(path / "workers" / str(w) / "epochs.parquet", ep)
+    return step_rows.assign(worker=w), ep.assign(worker=w)
 
 
-def _cpu_file(path: Path, local: list[int], host_of: dict[int, str], cpu: dict[int, float], interval: float,
-              end_s: float, offsets: dict[str, int], mode: str, part: str | None) -> None:
+def _cpu_table(local: list[int], host_of: dict[int, str], cpu: dict[int, float], interval: float,
+               end_s: float, offsets: dict[str, int], mode: str, part: str | None) -> pd.DataFrame:
     n_in = int(round(end_s / interval))
     t_s = np.concatenate([np.arange(1, n_in + 1) * interval, [end_s + 0.5, end_s + 1.0]])
     mono = WALL0 - offsets[host_of[local[0]]] + np.round(t_s * S).astype("int64")
@@ -101,7 +104,7 @@ def _cpu_file(path: Path, local: list[int], host_of: dict[int, str], cpu: dict[i
         rows.append(pd.DataFrame({"t_ns": mono, "worker": np.int32(w), "host": host, "pid": pid, "role": role,
                                   "cpu_percent": values, "rss_bytes": (w + 2) * 100 * 2**20,
                                   "num_threads": np.int32(10)}))
-    write_parquet(path / "cpu.parquet", pd.concat(rows, ignore_index=True))
+    return pd.concat(rows, ignore_index=True)
 
 
 def _trace_file(path: Path, local: list[int], host_of: dict[int, str], busy: dict[int, float], input_s: float,
@@ -121,28 +124,25 @@ def _trace_file(path: Path, local: list[int], host_of: dict[int, str], busy: dic
 
 def _meta(run_id: str, mode: str, hosts: tuple[tuple[str, float, int], ...], workers: list[tuple[int, str]],
           local: list[int], offsets: dict[str, int], status: str, preset: str, train_players: int, batch: int,
-          epochs: int, interval: float, started: str, part: str | None, trace: bool) -> dict[str, Any]:
+          epochs: int, interval: float, started: str, part: str | None, trace: bool) -> RunMeta:
     host_of = dict(workers)
     profile = {"window": {"first": 0, "last": epochs * 10}, "session": "s1", "workers": {
         str(w): {"status": "captured", "file": f"tensorboard/{host_of[w]}-w{w}.xplane.pb", "error": None,
                  "steps": epochs * 10, "trace_median_step_s": 0.65, "callback_median_step_s": 0.65,
                  "agreement": 1.0, "within_10pct": True} for w in local}}
-    return {
-        "schema_version": 1, "run_id": run_id, "status": status, "error": "boom" if status == "failed" else None,
-        "started": started, "ended": started, "part": {"name": part, "workers": local} if part else None,
-        "mode": mode, "preset": preset,
-        "config": {"mode": mode, "preset": preset, "epochs": epochs, "batch_size": batch,
-                   "train_players": train_players, "test_players": 150, "sequence_length": 7, "seed": 1,
-                   "data_path": None, "sample_interval": interval},
-        "data": {"path": "results/datasets/synth-v1-750p-7d-seed1.parquet", "source": "generated"},
-        "cluster": {"hosts": [{"name": h, "cores": c, "workers": n} for h, c, n in hosts],
-                    "workers": [{"index": w, "host": h} for w, h in workers], "num_workers": len(workers),
-                    "local_workers": local},
-        "sampler": {"interval_s": interval},
-        "workers": [{"index": w, "host": host_of[w], "pid": 1000 + w, "anchor_wall_ns": WALL0,
-                     "anchor_mono_ns": WALL0 - offsets[host_of[w]]} for w in local],
-        "profile": profile if trace else None,
-    }
+    return RunMeta.new(
+        run_id, status=status, error="boom" if status == "failed" else None, started=started, ended=started,
+        part={"name": part, "workers": local} if part else None, mode=mode, preset=preset,
+        config={"mode": mode, "preset": preset, "epochs": epochs, "batch_size": batch, "train_players": train_players,
+                "test_players": 150, "sequence_length": 7, "seed": 1, "data_path": None, "sample_interval": interval},
+        data={"path": "results/datasets/synth-v1-750p-7d-seed1.parquet", "source": "generated"},
+        cluster=ClusterRecord(hosts=tuple({"name": h, "cores": c, "workers": n} for h, c, n in hosts),
+                              workers=tuple({"index": w, "host": h} for w, h in workers), num_workers=len(workers),
+                              local_workers=tuple(local)),
+        sampler={"interval_s": interval},
+        workers=[WorkerRecord(w, host=host_of[w], pid=1000 + w, anchor_wall_ns=WALL0,
+                              anchor_mono_ns=WALL0 - offsets[host_of[w]]) for w in local],
+        profile=profile if trace else None)
 
 
 def single_run(root: Path, run_id: str, busy: float = 1.0, **kw: Any) -> Path:
@@ -183,22 +183,20 @@ def stepless_run(root: Path, run_id: str, *, mode: str = "multi", workers: int =
                           "role": "worker" if w >= 0 else "launcher", "cpu_percent": cpu if w >= 0 else 2.0,
                           "rss_bytes": (w + 2) * 50 * 2**20, "num_threads": np.int32(1)})
             for w in [-1, *(range(workers) if sampled is None else sampled)]]
-    write_parquet(path / "cpu.parquet", pd.concat(rows, ignore_index=True))
     start = pd.Timestamp(started)
     ended = (start + pd.Timedelta(seconds=wall_s)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     text = " ".join(command)
-    write_run_file(path, {
-        "schema_version": 1, "run_id": run_id, "status": status, "error": "boom" if status == "failed" else None,
-        "started": started, "ended": ended, "mode": mode, "preset": None,
-        "config": {"mode": mode, "workload": "command", "epochs": None, "batch_size": None,
-                   "sample_interval": interval},
-        "workload": {"spec": "command", "name": "command", "version": "", "params": {"command": text}},
-        "launch": {"command": list(command), "recorded": False},
-        "cluster": {"hosts": [{"name": "localhost", "cores": 2.0, "workers": workers}],
-                    "workers": [{"index": w, "host": "localhost"} for w in range(workers)],
-                    "num_workers": workers, "local_workers": list(range(workers))},
-        "sampler": {"interval_s": interval},
-        "workers": [{"index": w, "host": "localhost", "pid": 1000 + w, "role": "worker", "exit_code": exit_code}
-                    for w in range(workers)],
-    })
+    meta = RunMeta.new(
+        run_id, status=status, error="boom" if status == "failed" else None, started=started, ended=ended, mode=mode,
+        config={"mode": mode, "workload": "command", "epochs": None, "batch_size": None, "sample_interval": interval},
+        workload={"spec": "command", "name": "command", "version": "", "params": {"command": text}},
+        launch={"command": list(command), "recorded": False},
+        cluster=ClusterRecord(hosts=({"name": "localhost", "cores": 2.0, "workers": workers},),
+                              workers=tuple({"index": w, "host": "localhost"} for w in range(workers)),
+                              num_workers=workers, local_workers=tuple(range(workers))),
+        sampler={"interval_s": interval},
+        workers=[WorkerRecord(w, host="localhost", pid=1000 + w, role="worker", exit_code=exit_code)
+                 for w in range(workers)])
+    none = pd.DataFrame({"worker": pd.Series(dtype="int64")})
+    RunRecord(path, meta, none, none, pd.concat(rows, ignore_index=True), none).save()
     return path
