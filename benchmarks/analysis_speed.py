@@ -8,7 +8,13 @@ step: the worst case for the trace figures, whose ``auto`` window is 10 steps):
   ``<host>-w<i>.xplane.pb`` copied in from tests/data in a checkout. Goals: the command <= 2 s, and a second
   analysis of the same run (the analysis cache, analysis/runcache.py) < 1 s.
 - ``16w``: 16 workers on two hosts (12 + 4), 200k steps per worker (the same global batch split 16 ways:
-  the same steps per worker as 4 workers), 10M CPU samples. Goals: <= 15 s and <= 4 GB peak RSS.
+  the same steps per worker as 4 workers), 10M CPU samples. Goals: <= 5 s and <= 1.5 GB peak RSS.
+- ``64w`` and ``256w`` (issue 53's cluster scale; not in the default ``--cases``): 48 + 16 and 192 + 64
+  workers, 10M and 40M step rows in all, 40M and 160M CPU samples, shaped as a long run records itself:
+  one 10-step trace window per worker, each worker's start-up states, and one restart (the cluster lost
+  half of its third epoch). Goals: <= 20 s and <= 4 GB; <= 90 s and <= 8 GB.
+
+The goals are issue 53's; 4w's: <= 1.5 s, and <= 0.5 s for the second analysis.
 
 Arms, interleaved in every round, each a fresh process timed whole (Python start and imports included),
 peak RSS and CPU seconds from ``wait4``: ``uncached`` (the cache removed first; what a first ``perfkit
@@ -54,20 +60,28 @@ NAME = "analysis-speed"
 FIXTURES = CHECKOUT / "tests" / "data"
 GB = 1e9
 # case -> (workers per host, steps per worker, CPU rows, goals); the sizes the goals are stated at
+AT_SCALE = {"trace_window": 10, "restart_epoch": 2, "phases": True}  # a long run's shape (docstring)
 CASES: dict[str, dict[str, Any]] = {
     "4w": {"hosts": (("big", 1.6, 3), ("small", 0.4, 1)), "steps": 200_000, "cpu_rows": 1_000_000,
-           "goals": {"uncached_wall_s": 2.0, "cached_wall_s": 1.0}},
+           "goals": {"uncached_wall_s": 1.5, "cached_wall_s": 0.5}},
     "16w": {"hosts": (("big", 6.4, 12), ("small", 1.6, 4)), "steps": 200_000, "cpu_rows": 10_000_000,
-            "goals": {"uncached_wall_s": 15.0, "uncached_peak_rss_gb": 4.0}},
+            "goals": {"uncached_wall_s": 5.0, "uncached_peak_rss_gb": 1.5}},
+    "64w": {"hosts": (("big", 25.6, 48), ("small", 6.4, 16)), "steps": 156_250, "cpu_rows": 40_000_000,
+            "goals": {"uncached_wall_s": 20.0, "uncached_peak_rss_gb": 4.0}, "shape": AT_SCALE},
+    "256w": {"hosts": (("big", 102.4, 192), ("small", 25.6, 64)), "steps": 156_250, "cpu_rows": 160_000_000,
+             "goals": {"uncached_wall_s": 90.0, "uncached_peak_rss_gb": 8.0}, "shape": AT_SCALE},
 }
-SMOKE = {"4w": (2_000, 10_000), "16w": (500, 20_000)}  # (steps, CPU rows): seconds, not minutes
+# (steps, CPU rows): seconds, not minutes
+SMOKE = {"4w": (2_000, 10_000), "16w": (500, 20_000), "64w": (200, 20_000), "256w": (100, 40_000)}
 
 
-def generate(root: Path, hosts: tuple[tuple[str, float, int], ...], steps: int, cpu_rows: int) -> dict[str, Any]:
-    """A baseline and a multi-worker run under ``root``; what was written and how long it took."""
+def generate(root: Path, hosts: tuple[tuple[str, float, int], ...], steps: int, cpu_rows: int,
+             shape: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A baseline and a multi-worker run under ``root`` (``shape``: SyntheticSpec's trace window, restart and
+    start-up states); what was written and how long it took."""
     from benchmarks.synthetic import SyntheticSpec, write_synthetic_baseline, write_synthetic_run
 
-    spec = SyntheticSpec(hosts=hosts, steps=steps, cpu_rows=cpu_rows)
+    spec = SyntheticSpec(hosts=hosts, steps=steps, cpu_rows=cpu_rows, **(shape or {}))
     start = time.perf_counter()
     baseline = write_synthetic_baseline(root, spec)
     run = write_synthetic_run(root, spec)[0]
@@ -136,7 +150,8 @@ def measure_case(case: str, args: argparse.Namespace, report: Report) -> None:
     root = args.results_root / "bench" / "runs" / f"{NAME}-{args.stamp}-{case}"
     workers = sum(n for _, _, n in spec["hosts"])
     progress(f"{case}: generating {workers} workers x {steps:,} steps, {rows:,} CPU samples")
-    result: dict[str, Any] = {"generated": generate(root, spec["hosts"], steps, rows), "arms": {}}
+    result: dict[str, Any] = {"generated": generate(root, spec["hosts"], steps, rows, spec.get("shape")),
+                              "arms": {}}
     # in order: the cached arm is the second analysis of what the uncached arm just computed
     got = interleave(_arms(case, root, args), args.repeats, lambda s: progress(f"{case} {s}"), rotate=False)
     for arm, procs in got.items():
@@ -195,7 +210,7 @@ def _word(meets: bool | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = make_parser(NAME, __doc__, default_preset=None, default_repeats=3)
-    p.add_argument("--cases", default="4w,16w", help="comma-separated: 4w, 16w")
+    p.add_argument("--cases", default="4w,16w", help="comma-separated: 4w, 16w, 64w, 256w")
     p.add_argument("--steps", type=int, default=None, help="steps per worker of every case (default: the case's)")
     p.add_argument("--cpu-rows", type=int, default=None, help="rows of cpu.parquet of every case (default: the case's)")
     p.add_argument("--before", type=Path, default=None, help="another perfkit tree (holding perfkit/) to compare")

@@ -18,17 +18,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from perfkit._atomic import atomic_write
 from perfkit.results import TRACE_OPS_FILE, TRACE_STEPS_FILE, RunRecord, write_parquet
-from perfkit.runmeta import ClusterRecord, RunMeta, WorkerRecord
+from perfkit.runmeta import ClusterRecord, Phase, RunMeta, WorkerRecord
 
 S = 1_000_000_000
 WALL0 = 1_796_000_000 * S  # wall clock of the first step
 METRICS = ("loss", "accuracy", "auc", "precision", "recall")
+RESTART_S = 20.0  # a restarted cluster's start-up, between the lost attempt's last step and the next first step
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,10 @@ class SyntheticSpec:
     trace: bool = True
     parts: bool = False  # one directory per host instead of one for the run
     mode: str = "multi"
+    trace_window: int | None = None  # traced steps per worker: None every step (the worst case), N the auto
+    #                                  window's first N steps of the second epoch, as a run traces them
+    restart_epoch: int | None = None  # the cluster restarted once in this epoch: its first half ran twice
+    phases: bool = False  # each worker's start-up states before its first step (status.json's phases)
 
     @property
     def workers(self) -> int:
@@ -97,10 +103,16 @@ def _simulate_steps(spec: SyntheticSpec, rng: np.random.Generator) -> dict[str, 
     per_epoch = max(n // spec.epochs, 1)
     gap = np.full(n, 0.0005)
     gap[per_epoch::per_epoch] += spec.val_s  # validation between epochs
+    lost = (0, 0, 0.0)  # first step of the lost attempt, its steps, its seconds with the restart's
+    if spec.restart_epoch is not None and 0 < spec.restart_epoch < spec.epochs:
+        k0 = spec.restart_epoch * per_epoch
+        lost = (k0, per_epoch // 2, float(step[k0:k0 + per_epoch // 2].sum()) + RESTART_S)
+        gap[k0] += lost[2]  # the final attempt's epoch starts after the lost half and the restart
     start = WALL0 + np.concatenate([[0], np.cumsum(step[:-1] + gap[1:])]) * S
     return {"busy": busy, "input": inp, "collective": step[None, :] - ready, "step": step,
             "start": start.astype("int64"), "epoch": np.minimum(np.arange(n) // per_epoch, spec.epochs - 1),
-            "index": np.arange(n) - np.minimum(np.arange(n) // per_epoch, spec.epochs - 1) * per_epoch}
+            "index": np.arange(n) - np.minimum(np.arange(n) // per_epoch, spec.epochs - 1) * per_epoch,
+            "lost": np.array(lost)}
 
 
 def _epoch_bounds(spec: SyntheticSpec, st: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -127,12 +139,14 @@ def _write_part(path: Path, spec: SyntheticSpec, part: str | None, workers: list
         off = offsets[hosts[w]]
         jitter = rng.integers(0, 200_000, spec.steps)  # each worker enters the step a little apart
         start = st["start"] - off + jitter
-        steps.append(pd.DataFrame({
+        steps.append(_attempts(spec, st, pd.DataFrame({
             "epoch": st["epoch"].astype("int32"), "step": st["index"].astype("int32"), "t_start_ns": start,
             "t_end_ns": start + (st["step"] * S).astype("int64"), "duration_s": st["step"],
-            "samples": np.full(spec.steps, spec.batch // spec.workers, dtype="int64"), "worker": w}))
+            "samples": np.full(spec.steps, spec.batch // spec.workers, dtype="int64"), "worker": w})))
         ep = epochs.assign(t_start_ns=epochs["t_start_ns"] - off, t_end_ns=epochs["t_end_ns"] - off)
-        epoch_rows.append(ep.astype({"epoch": "int32"}).assign(worker=w))
+        restarted = spec.restart_epoch is not None and int(st["lost"][1]) > 0
+        attempt = (ep["epoch"] >= spec.restart_epoch).astype("int32") if restarted else np.int32(0)
+        epoch_rows.append(ep.astype({"epoch": "int32"}).assign(worker=w, attempt=attempt))
         atomic_write(path / "workers" / str(w) / "worker.log", lambda fh: fh.write(b"synthetic run: no log\n"))
     local_host = hosts[workers[0]]
     cpu, system = _cpu_tables(spec, workers, st, epochs, offsets[local_host], rng)
@@ -141,6 +155,19 @@ def _write_part(path: Path, spec: SyntheticSpec, part: str | None, workers: list
               pd.concat(epoch_rows, ignore_index=True), cpu, system).save()
     if spec.trace:
         _write_traces(path, spec, workers, st)
+
+
+def _attempts(spec: SyntheticSpec, st: dict[str, np.ndarray], rows: pd.DataFrame) -> pd.DataFrame:
+    """A worker's steps with the attempt each ran in, as the recorder writes them: after a restart, the lost
+    attempt's half epoch (attempt 0, before the restart) beside the final attempt's whole epoch (attempt 1)."""
+    k0, n_lost, lost_s = int(st["lost"][0]), int(st["lost"][1]), float(st["lost"][2])
+    if not n_lost:
+        return rows.assign(attempt=np.int32(0))
+    rows = rows.assign(attempt=(np.arange(len(rows)) >= k0).astype("int32"))
+    shift = np.int64(round(lost_s * S))
+    first = rows.iloc[k0:k0 + n_lost].assign(attempt=np.int32(0))
+    first = first.assign(t_start_ns=first["t_start_ns"] - shift, t_end_ns=first["t_end_ns"] - shift)
+    return pd.concat([rows.iloc[:k0], first, rows.iloc[k0:]], ignore_index=True)
 
 
 def _cpu_tables(spec: SyntheticSpec, workers: list[int], st: dict[str, np.ndarray], epochs: pd.DataFrame,
@@ -176,30 +203,44 @@ def _strings(codes: np.ndarray, names: list[str]) -> pd.Series:
 
 
 def _write_traces(path: Path, spec: SyntheticSpec, workers: list[int], st: dict[str, np.ndarray]) -> None:
-    hosts, n = spec.host_of(), spec.steps
+    hosts, at = spec.host_of(), _traced(spec, st)
+    n = len(at)
     frames = []
     for w in workers:
-        busy = st["busy"][w]
+        busy = st["busy"][w][at]
         frames.append(pd.DataFrame({
             "worker": np.full(n, w, dtype="int64"), "host": np.full(n, hosts[w], dtype=object),
-            "epoch": st["epoch"].astype("int64"), "step": st["index"].astype("int64"), "t_start_ns": st["start"],
-            "step_s": st["step"], "compute_s": busy * 0.9, "collective_s": st["collective"][w],
-            "input_s": st["input"][w], "other_s": busy * 0.1}))
+            "epoch": st["epoch"][at].astype("int64"), "step": st["index"][at].astype("int64"),
+            "t_start_ns": st["start"][at], "step_s": st["step"][at], "compute_s": busy * 0.9,
+            "collective_s": st["collective"][w][at], "input_s": st["input"][w][at], "other_s": busy * 0.1}))
     write_parquet(path / TRACE_STEPS_FILE, pd.concat(frames, ignore_index=True))
     ops = [("CollectiveReduceV2", "collective_s"), ("MatMul", "compute_s"), ("IteratorGetNext", "input_s")]
     write_parquet(path / TRACE_OPS_FILE, pd.DataFrame([
         {"worker": w, "host": hosts[w], "name": name, "count": n,
          "total_s": float((st["collective"][w] if col == "collective_s" else st["input"][w] if col == "input_s"
-                           else st["busy"][w] * 0.9).sum())} for w in workers for name, col in ops]))
+                           else st["busy"][w] * 0.9)[at].sum())} for w in workers for name, col in ops]))
+
+
+def _traced(spec: SyntheticSpec, st: dict[str, np.ndarray]) -> np.ndarray:
+    """The steps in the trace window: every step, or the first ``trace_window`` of the second epoch."""
+    if spec.trace_window is None:
+        return np.arange(spec.steps)
+    epoch = min(1, spec.epochs - 1)
+    return np.flatnonzero((st["epoch"] == epoch) & (st["index"] < spec.trace_window))
 
 
 def _meta(spec: SyntheticSpec, part: str | None, workers: list[int], offsets: dict[str, int],
           st: dict[str, np.ndarray], interval_s: float) -> RunMeta:
     hosts = spec.host_of()
-    median = float(np.median(st["step"]))
-    profile = {"window": {"first": 0, "last": spec.steps - 1}, "session": "synthetic", "workers": {
-        str(w): {"status": "captured", "file": None, "error": None, "steps": spec.steps, "trace_median_step_s": median,
+    at = _traced(spec, st)
+    median = float(np.median(st["step"][at]))
+    profile = {"window": {"first": int(at[0]), "last": int(at[-1])}, "session": "synthetic", "workers": {
+        str(w): {"status": "captured", "file": None, "error": None, "steps": len(at), "trace_median_step_s": median,
                  "callback_median_step_s": median, "agreement": 1.0, "within_10pct": True} for w in workers}}
+    k0, n_lost = int(st["lost"][0]), int(st["lost"][1])
+    restarts = [{"attempt": 1, "after": f"worker {spec.workers - 1} ({hosts[-1]}) was killed by SIGKILL",
+                 "t_wall_ns": int(st["start"][k0] - RESTART_S * S), "profiler_crash": False, "profile_steps": "auto",
+                 "profiles": {}}] if n_lost else []
     cluster = ClusterRecord(
         hosts=tuple({"name": h, "address": f"10.0.0.{i + 1}", "cores": c, "workers": n}
                     for i, (h, c, n) in enumerate(spec.hosts)),
@@ -216,5 +257,18 @@ def _meta(spec: SyntheticSpec, part: str | None, workers: list[int], offsets: di
         versions={"perfkit": "synthetic"}, machine={"logical_cores": 2},
         command_started_wall_ns=int(st["start"][0] - 10 * S), sampler={"interval_s": interval_s},
         workers=[WorkerRecord(w, host=hosts[w], pid=4000 + w + 1, role="worker", anchor_wall_ns=WALL0,
-                              anchor_mono_ns=WALL0 - offsets[hosts[w]], exit_code=0, state="done") for w in workers],
-        profile=profile if spec.trace else None)
+                              anchor_mono_ns=WALL0 - offsets[hosts[w]], exit_code=0, state="done",
+                              **_startup(spec, w, hosts[w])) for w in workers],
+        profile=profile if spec.trace else None, restarts=restarts)
+
+
+def _startup(spec: SyntheticSpec, w: int, host: str) -> dict[str, Any]:
+    """A worker's start and its start-up states before the first step (``spec.phases``): importing, joining the
+    cluster and building the model, the last host's workers a little later than the others."""
+    if not spec.phases:
+        return {}
+    late = 1.5 if host == spec.hosts[-1][0] and len(spec.hosts) > 1 else 0.0
+    at = {"starting": -8.0 + late / 2, "connecting": -4.0 + late, "training": -1.0}
+    cpu = {"starting": 0.4, "connecting": 4.2 + late, "training": 6.5 + late}
+    return {"started_wall_ns": WALL0 - 9 * S + w * 1_000_000,
+            "phases": tuple(Phase(state, WALL0 + int(t * S) + w * 1_000_000, cpu[state]) for state, t in at.items())}

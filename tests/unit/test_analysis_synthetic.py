@@ -47,3 +47,30 @@ def test_parts_merge_back_into_the_same_figures(tmp_path: Path) -> None:
     a, b = (analyze(None, d).runs.set_index("run_id").loc[SMALL.run_id] for d in (one, parts))
     for col in ("steady_epoch_s", "fit_s", "straggler_cost", "slowest_speed_score", "equal_epoch_s"):
         assert b[col] == pytest.approx(a[col], rel=1e-3), col
+
+
+def test_a_long_runs_shape_is_recorded_as_the_recorder_writes_it_and_analysed(tmp_path: Path) -> None:
+    """benchmarks/analysis_speed.py's 64w and 256w shape: one trace window per worker, start-up states and a
+    restart whose lost half epoch (attempt 0) the analysis leaves out."""
+    spec = replace(SMALL, trace_window=10, restart_epoch=2, phases=True)
+    write_synthetic_baseline(tmp_path, spec)
+    [path] = write_synthetic_run(tmp_path, spec)
+    rec = RunRecord.load(path)
+    lost = rec.steps[rec.steps["attempt"] == 0]
+    assert len(rec.steps) == 4 * (600 + 100) and set(lost[lost["epoch"] == 2]["step"]) == set(range(100))
+    assert [r["attempt"] for r in rec.run.restarts] == [1]
+    assert all([p.state for p in w.phases] == ["starting", "connecting", "training"] for w in rec.run.workers)
+    run = load_runs([path], tmp_path).runs[0]
+    assert not run.problems and len(run.trace) == 4 * 10 and set(run.trace["epoch"]) == {1}
+    a = analyze(None, tmp_path)
+    got = a.runs.set_index("run_id").loc[spec.run_id]
+    plain = analyze(None, _plain(tmp_path / "plain")).runs.set_index("run_id").loc[spec.run_id]
+    # the lost attempt's steps are not counted twice: the same steady epoch as the run without the restart
+    assert got["steady_epoch_s"] == pytest.approx(plain["steady_epoch_s"], rel=1e-6)
+    assert got["slowest_worker"] == 3 and set(a.startup["worker"]) >= {0, 1, 2, 3}
+
+
+def _plain(root: Path) -> Path:
+    write_synthetic_baseline(root, SMALL)
+    write_synthetic_run(root, SMALL)
+    return root
