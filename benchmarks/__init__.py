@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "datagen": ("benchmarks.datagen", "generating the blog-size dataset: time and peak RSS"),
     "analysis-speed": ("benchmarks.analysis_speed", "perfkit analyze of 4 and 16 generated workers: time, RSS"),
     "analysis": ("benchmarks.analysis_speed", "the same as analysis-speed (its former name)"),
+    "engines": ("benchmarks.engines", "one run's CPU figures by pandas, Polars and DuckDB: time, RSS, agreement"),
     "article": ("benchmarks.article", "the article's experiment (blog single vs blog cluster) beside the article"),
     "trace-reliability": ("benchmarks.trace_reliability", "how often multi-worker runs keep every worker's trace"),
     "separability": ("benchmarks.separability", "how separable the synthetic data is with and without time"),
