@@ -164,6 +164,12 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float) -> tuple[tuple[int, Any
         raise
 
 
+def rss_floor_bytes() -> int | None:
+    """The peak RSS a measured command reports at the least from this process: a bare ``python -c pass``'s,
+    this process's own high-water mark included (Linux carries it over a fork into the child's ``ru_maxrss``)."""
+    return run_measured([sys.executable, "-c", "pass"], 60).peak_rss_bytes
+
+
 def run_measured(cmd: Sequence[str], timeout: float, cwd: Path | None = None,
                  env: dict[str, str] | None = None) -> Proc:
     """Run ``cmd`` (no shell) to completion or ``timeout``; output goes to temp files, not pipes, so a

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -52,11 +54,13 @@ from benchmarks._common import (
     make_parser,
     markdown_table,
     progress,
+    rss_floor_bytes,
     run_measured,
     stats,
 )
 
 NAME = "analysis-speed"
+GENERATED = "GENERATED "
 FIXTURES = CHECKOUT / "tests" / "data"
 GB = 1e9
 # case -> (workers per host, steps per worker, CPU rows, goals); the sizes the goals are stated at
@@ -90,6 +94,18 @@ def generate(root: Path, hosts: tuple[tuple[str, float, int], ...], steps: int, 
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     return {"run": run.name, "baseline": baseline.name, "workers": spec.workers, "steps_per_worker": steps,
             "cpu_rows": cpu_rows, "xplane_files": xplanes, "generate_s": seconds, "bytes_on_disk": size}
+
+
+def generate_apart(root: Path, case: str, steps: int, cpu_rows: int, timeout: float) -> dict[str, Any]:
+    """``generate`` of ``case`` in a process of its own. Not in this one: a command this process starts
+    inherits its peak memory (Linux keeps the fork's high-water mark in the exec'd child's ``ru_maxrss``), so
+    the generator's gigabytes would be counted in every measured analysis."""
+    proc = run_measured([sys.executable, "-m", "benchmarks.analysis_speed", "--generate", str(root), "--cases", case,
+                         "--steps", str(steps), "--cpu-rows", str(cpu_rows)], timeout, env=env_with_repo())
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(GENERATED)), None)
+    if not proc.ok or line is None:
+        raise SystemExit(f"generating the {case} run failed: {proc.error() or 'no result line'}")
+    return json.loads(line[len(GENERATED):])
 
 
 def _add_xplanes(run: Path, workers: int, hosts: list[str]) -> int:
@@ -150,8 +166,7 @@ def measure_case(case: str, args: argparse.Namespace, report: Report) -> None:
     root = args.results_root / "bench" / "runs" / f"{NAME}-{args.stamp}-{case}"
     workers = sum(n for _, _, n in spec["hosts"])
     progress(f"{case}: generating {workers} workers x {steps:,} steps, {rows:,} CPU samples")
-    result: dict[str, Any] = {"generated": generate(root, spec["hosts"], steps, rows, spec.get("shape")),
-                              "arms": {}}
+    result: dict[str, Any] = {"generated": generate_apart(root, case, steps, rows, args.timeout), "arms": {}}
     # in order: the cached arm is the second analysis of what the uncached arm just computed
     got = interleave(_arms(case, root, args), args.repeats, lambda s: progress(f"{case} {s}"), rotate=False)
     for arm, procs in got.items():
@@ -200,6 +215,9 @@ def table(report: Report) -> str:
             lines.append(f"\n{case}: {g['workers']} workers x {g['steps_per_worker']:,} steps, {g['cpu_rows']:,} CPU "
                          f"samples, {g['bytes_on_disk'] / 1e6:.0f} MB on disk (generated in {g['generate_s']:.1f} "
                          f"s). Goals: {goals}.")
+    floor = report.results.get("rss_floor_bytes")
+    if floor:
+        lines.append(f"\nPeak RSS floor (a bare `python -c pass` started by this benchmark): {floor / GB:.3f} GB.")
     lines.append(f"\nLoad average at the end: {report.results.get('load_average_end')}.")
     return "\n".join(lines)
 
@@ -215,7 +233,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu-rows", type=int, default=None, help="rows of cpu.parquet of every case (default: the case's)")
     p.add_argument("--before", type=Path, default=None, help="another perfkit tree (holding perfkit/) to compare")
     p.add_argument("--keep", action="store_true", help="keep the generated run directories")
-    args = finish_args(p.parse_args(argv))
+    p.add_argument("--generate", type=Path, default=None, help=argparse.SUPPRESS)  # generate_apart's process
+    args = p.parse_args(argv)
+    if args.generate is not None:
+        case = CASES[args.cases]
+        info = generate(args.generate, case["hosts"], args.steps or case["steps"], args.cpu_rows or case["cpu_rows"],
+                        case.get("shape"))
+        print(GENERATED + json.dumps(info), flush=True)
+        return 0
+    args = finish_args(args)
     cases = choice_list("--cases", args.cases, list(CASES))
     args.steps = {c: args.steps or CASES[c]["steps"] for c in cases}
     args.cpu_rows = {c: args.cpu_rows or CASES[c]["cpu_rows"] for c in cases}
@@ -225,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     report.targets = {c: CASES[c]["goals"] for c in cases}
     for case in cases:
         measure_case(case, args, report)
+    report.results["rss_floor_bytes"] = rss_floor_bytes()
     report.results["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     return conclude(report, args, table)
 

@@ -36,6 +36,7 @@ from benchmarks._common import (
     make_parser,
     markdown_table,
     progress,
+    rss_floor_bytes,
     run_measured,
     stats,
 )
@@ -155,7 +156,7 @@ def _installed(engine: str) -> bool:
 
 
 def measure(args: argparse.Namespace) -> Report:
-    from benchmarks.analysis_speed import CASES, SMOKE, generate
+    from benchmarks.analysis_speed import CASES, SMOKE, generate_apart
 
     engines = choice_list("--engines", args.engines, ENGINES)
     report = Report(NAME, {"case": args.case, "run_dir": str(args.run_dir) if args.run_dir else None,
@@ -165,7 +166,7 @@ def measure(args: argparse.Namespace) -> Report:
         case = CASES[args.case]
         steps, rows = SMOKE[args.case] if args.smoke else (case["steps"], case["cpu_rows"])
         progress(f"generating the {args.case} run: {steps:,} steps per worker, {rows:,} CPU samples")
-        report.results["generated"] = generate(root, case["hosts"], steps, rows, case.get("shape"))
+        report.results["generated"] = generate_apart(root, args.case, steps, rows, args.timeout)
         run = root / report.results["generated"]["run"]
     else:
         run = args.run_dir
@@ -183,6 +184,7 @@ def measure(args: argparse.Namespace) -> Report:
             "peak_rss_bytes": stats(r["peak_rss_bytes"] for r in ok),
             "agrees_with_pandas": None if reference is None or not ok else disagreement(reference, ok[0]["figures"])
             or True}
+    report.results["rss_floor_bytes"] = rss_floor_bytes()
     if args.run_dir is None and not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     return report
@@ -201,6 +203,8 @@ def table(report: Report) -> str:
                      "yes" if agrees is True else "-" if agrees is None else f"no: {agrees}"])
     missing = report.results.get("not_installed") or []
     tail = f"\n\nNot installed: {', '.join(missing)}." if missing else ""
+    floor = report.results.get("rss_floor_bytes")
+    tail += f"\n\nPeak RSS floor (a bare `python -c pass` started here): {floor / 1e9:.3f} GB." if floor else ""
     return (f"{heading(report)}\n\n"
             + markdown_table(["engine", "wall s", "CPU s", "peak RSS GB", "figures as pandas'"], rows,
                              right=(1, 2, 3)) + tail)
