@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import json
+from dataclasses import dataclass, field, fields
 
 import pandas as pd
 
@@ -31,3 +33,20 @@ class Analysis:
     modes: pd.DataFrame = field(default_factory=pd.DataFrame)  # per mode: its latest run, sync vs async
     assumptions: tuple[str, ...] = ()  # what each what-if assumed, apart from the verdict (answer.py)
     startup: pd.DataFrame = field(default_factory=pd.DataFrame)  # per run, worker and phase (startup.py)
+
+
+def fingerprint(a: Analysis) -> str:
+    """A digest of every figure of ``a`` (each table's columns, types and values; every text): two analyses
+    with the same fingerprint render the same report. The HTML report carries it, so that an unchanged
+    analysis need not write its report again (analysis/renderers/html.py)."""
+    digest = hashlib.sha256()
+    for f in fields(a):
+        value = getattr(a, f.name)
+        digest.update(f.name.encode())
+        if isinstance(value, pd.DataFrame):
+            digest.update(json.dumps([list(map(str, value.columns)), list(map(str, value.dtypes))]).encode())
+            if not value.empty:  # as JSON: cells may hold lists or records, which pandas' row hashes refuse
+                digest.update(value.to_json(orient="values", double_precision=15, default_handler=str).encode())
+        else:
+            digest.update(json.dumps(value, default=str).encode())
+    return digest.hexdigest()

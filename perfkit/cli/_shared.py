@@ -239,8 +239,9 @@ def default_html_path(results_dir: Path) -> Path:
 
 
 def write_outputs(analysis: Analysis, fmt: Format, output: Path | None, html: Path | None, csv: Path | None,
-                  verdict_last: bool = False) -> None:
-    """The analysis in the terminal (or as JSON), and the CSV and HTML files asked for."""
+                  verdict_last: bool = False, same_as: tuple[Path, ...] = ()) -> None:
+    """The analysis in the terminal (or as JSON), and the CSV and HTML files asked for. ``same_as``: reports
+    that, written from this very analysis (their fingerprint), stand for ``html`` instead of writing it."""
     from perfkit.analysis import renderers
 
     width = None if sys.stdout.isatty() else 120  # a pipe or file gets lines of a fixed width
@@ -258,6 +259,26 @@ def write_outputs(analysis: Analysis, fmt: Format, output: Path | None, html: Pa
         renderers.write("csv", analysis, csv)
         said.print(f"CSV: {csv}", highlight=False)
     if html is not None:
-        renderers.write("html", analysis, html)
+        same = _same_report(analysis, same_as)
+        if same is None:
+            renderers.write("html", analysis, html)
         # soft_wrap: a path is never broken across lines (it is copied, or read by scripts)
-        said.print(f"HTML report: {html}", highlight=False, soft_wrap=True)
+        said.print(f"HTML report: {same or html}" + (" (unchanged: the same analysis)" if same else ""),
+                   highlight=False, soft_wrap=True)
+
+
+def _same_report(analysis: Analysis, reports: tuple[Path, ...]) -> Path | None:
+    """The first of ``reports`` written from an analysis with the same figures, or None."""
+    if not reports:
+        return None
+    from perfkit.analysis.renderers.html import report_fingerprint
+    from perfkit.analysis.result import fingerprint
+
+    mine = fingerprint(analysis)
+    return next((r for r in reports if report_fingerprint(r) == mine), None)
+
+
+def latest_report(results_dir: Path) -> Path | None:
+    """The newest report under ``<results-dir>/analysis/`` (the default reports' folders are UTC times)."""
+    reports = sorted((results_dir / "analysis").glob("*/report.html"))
+    return reports[-1] if reports else None

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from perfkit.cli._shared import Format, app, default_html_path, write_outputs
+from perfkit.cli._shared import Format, app, default_html_path, latest_report, write_outputs
 
 
 @app.command("analyze")
@@ -57,4 +57,7 @@ def analyze_command(
         results_dir, run_dirs = run_dirs[0], None  # e.g. a Slurm job's shared results folder
     with runcache.enabled():  # a run analysed before is read from its cached figures (analysis/runcache.py)
         analysis = analyze(run_dirs or None, results_dir, baseline)
-    write_outputs(analysis, fmt, output, None if no_html else (html or default_html_path(results_dir)), csv)
+    # An unchanged analysis leaves its report as it is: the one at --html, or by default the newest one.
+    earlier = (html,) if html is not None else tuple(r for r in [latest_report(results_dir)] if r is not None)
+    write_outputs(analysis, fmt, output, None if no_html else (html or default_html_path(results_dir)), csv,
+                  same_as=earlier)

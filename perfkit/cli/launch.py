@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -81,17 +81,19 @@ def launch_command(
     A Python script's Keras fit or custom loop is recorded without a change to it (steps, epochs, a trace
     window). Workers on this machine (--workers N), on your hosts over SSH (--hosts h1,h2), from a cluster
     file, or from a scheduler's variables."""
-    flags = dict(mode=mode, workers=workers, cluster=cluster, emulate=emulate, pin=pin,
-                 connect_timeout=connect_timeout, hang_timeout=hang_timeout, max_restarts=max_restarts,
-                 cluster_from=cluster_from, base_port=base_port, allow_unenforced=allow_unenforced,
-                 profile_steps="off" if no_profile else profile_steps, sample_interval=sample_interval,
-                 label=label, auto_record=not no_auto_record, step_function=step_function, ps=ps)
+    from perfkit.trainer.options import ClusterFlags, RecordFlags
+
+    flags = ClusterFlags(workers=workers, cluster=cluster, host=host, task_index=task_index, emulate=emulate, pin=pin,
+                         connect_timeout=connect_timeout, hang_timeout=hang_timeout, max_restarts=max_restarts,
+                         cluster_from=cluster_from, base_port=base_port, ps=ps, allow_unenforced=allow_unenforced)
+    record = RecordFlags(profile_steps="off" if no_profile else profile_steps, sample_interval=sample_interval,
+                         label=label, auto_record=not no_auto_record, step_function=step_function)
     if agent:
-        _agent(command, flags, host, results_dir, run_id)
+        _agent(command, mode, flags, record, results_dir, run_id)
         return
     from perfkit.trainer.remote.options import over_ssh
 
-    remote = over_ssh(command, flags, hosts, host, task_index, env, remote_perfkit, remote_results_dir)
+    remote = over_ssh(command, mode, flags, record, hosts, env, remote_perfkit, remote_results_dir)
     if remote is not None:
         from perfkit.trainer.remote.launcher import launch_hosts
 
@@ -102,13 +104,13 @@ def launch_command(
         from perfkit.trainer.command import run_launch
         from perfkit.trainer.options import launch_options
 
-        lopts, opts = launch_options(command, host=host, task_index=task_index, **flags)
+        lopts, opts = launch_options(command, mode, flags, record)
         path = with_progress(quiet, lambda observer: run_launch(lopts, opts, results_dir, observer, run_id))
     if quiet:
         typer.echo(str(path))  # scripts get the run directory and nothing else
 
 
-def _agent(command: list[str], flags: dict, host: Optional[str], results_dir: Path, run_id: Optional[str]) -> None:
+def _agent(command: list[str], mode: Mode, flags: Any, record: Any, results_dir: Path, run_id: Optional[str]) -> None:
     """This host's part of a run that ``perfkit launch --hosts`` started over SSH (trainer/remote/agent.py)."""
     import sys
     import threading
@@ -127,7 +129,7 @@ def _agent(command: list[str], flags: dict, host: Optional[str], results_dir: Pa
     adopt_origin(int(word["command_started_wall_ns"]))
     spec = cluster_from_dict(word["cluster"]) if word.get("cluster") else None
     named = tuple((str(k), str(v)) for k, v in dict(word.get("env") or {}).items())
-    lopts, opts = launch_options(command, host=host, cluster_spec=spec, env=named, **flags)
+    lopts, opts = launch_options(command, mode, flags, record, cluster_spec=spec, env=named)
     rid = sanitize_id(run_id or word["run_id"])
     part = results_dir / (f"{rid}--{sanitize_id(opts.part)}" if opts.part else rid)
     done = threading.Event()

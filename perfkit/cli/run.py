@@ -75,7 +75,7 @@ def run_command(
 ) -> None:
     """Train a workload (default: the article's bot-player LSTM) once and record steps, epochs and CPU% under
     RESULTS_DIR/<run-id>."""
-    from perfkit.trainer.options import for_mode
+    from perfkit.trainer.options import ClusterFlags, for_mode
     from perfkit.workloads import config_overrides
 
     chosen = config_overrides(workload, preset, seed, batch_size, data=data, train_players=train_players,
@@ -89,10 +89,10 @@ def run_command(
         profile_retries=profile_retries, replicas=replicas,
         knobs=opt.knobs(steps_per_execution, metrics, bytes_per_pack, all_reduce, prefetch), **chosen,
     )
-    cfg, opts = for_mode(cfg, mode, workers=workers, cluster=cluster, host=host, task_index=task_index,
-                         emulate=emulate, pin=pin, connect_timeout=connect_timeout, hang_timeout=hang_timeout,
-                         max_restarts=max_restarts, cluster_from=cluster_from, base_port=base_port, ps=ps,
-                         allow_unenforced=allow_unenforced, profile_steps="off" if no_profile else profile_steps)
+    cfg, opts = for_mode(cfg, mode, ClusterFlags(
+        workers=workers, cluster=cluster, host=host, task_index=task_index, emulate=emulate, pin=pin,
+        connect_timeout=connect_timeout, hang_timeout=hang_timeout, max_restarts=max_restarts,
+        cluster_from=cluster_from, base_port=base_port, ps=ps, allow_unenforced=allow_unenforced))
     path = train_once(cfg, opts, results_dir, run_id, quiet)
     if quiet:
         typer.echo(str(path))  # scripts get the run directory and nothing else

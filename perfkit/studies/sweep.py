@@ -151,14 +151,14 @@ def options_for(p: SweepPlan, n: int, pin: bool, allow_unenforced: bool, way: st
                 connect_timeout: float = 120.0) -> MultiOptions | None:
     """The cluster of ``n`` workers: emulated hosts (a scale model) or local workers (``--workers N``); with
     ``way`` ps, one parameter server and the chief besides; replicas: None (they run in this process)."""
-    from perfkit.trainer.options import multi_options
+    from perfkit.trainer.options import ClusterFlags, multi_options
 
     if way == "replicas":
         return None
     mode = Mode.ps if way == "ps" else Mode.multi
     if p.cores_per_worker is None:
-        opts = multi_options(n, None, None, None, False, pin, connect_timeout, 0, mode=mode,
-                             ps=1 if way == "ps" else None)
+        opts = multi_options(ClusterFlags(workers=n, pin=pin, connect_timeout=connect_timeout,
+                                          ps=1 if way == "ps" else None), mode)
         return replace(opts, allow_unenforced=allow_unenforced)
     spec = emulated_cluster(n, p.cores_per_worker, ps=way == "ps")
     return MultiOptions(spec, tuple(t.index for t in spec.tasks), None, True, pin, connect_timeout, 0,

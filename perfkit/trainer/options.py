@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,38 @@ from perfkit.trainer.single import run_single
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
+@dataclass(frozen=True)
+class ClusterFlags:
+    """Where a run's workers run and how they are watched, as the user gave it (``perfkit run`` and ``launch``;
+    ``compare`` and ``sweep`` fill in theirs): checked by ``for_mode``, ``launch_options`` and ``multi_options``
+    against the mode. The defaults are the commands' own."""
+
+    workers: int | None = None
+    cluster: Path | None = None
+    host: str | None = None  # this host's part of --cluster
+    task_index: int | None = None  # this worker of --cluster
+    emulate: bool = False
+    pin: bool = True
+    connect_timeout: float = 120.0
+    hang_timeout: str = "auto"
+    max_restarts: int = 0
+    cluster_from: str | None = None
+    base_port: int | None = None
+    ps: int | None = None
+    allow_unenforced: bool = False
+
+
+@dataclass(frozen=True)
+class RecordFlags:
+    """How ``perfkit launch`` records a command: its trace window, CPU sampling, label and start-up hook."""
+
+    profile_steps: str = "auto"
+    sample_interval: float = 0.5
+    label: str | None = None
+    auto_record: bool = True
+    step_function: str | None = None
+
+
 def train(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, observer: Observer, run_id: str | None = None,
           extra_meta: dict[str, object] | None = None) -> Path:
     """One run: in this process (``opts`` None: single mode) or on a cluster of worker processes."""
@@ -34,26 +66,22 @@ def train(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, observer
     return run_single(cfg, results_dir, observer, run_id=run_id, extra_meta=extra_meta)
 
 
-def for_mode(cfg: RunConfig, mode: Mode, *, workers: int | None, cluster: Path | None, host: str | None,
-             task_index: int | None, emulate: bool, pin: bool, connect_timeout: float, hang_timeout: str,
-             max_restarts: int, cluster_from: str | None, base_port: int | None, ps: int | None,
-             allow_unenforced: bool, profile_steps: str) -> tuple[RunConfig, MultiOptions | None]:
+def for_mode(cfg: RunConfig, mode: Mode, flags: ClusterFlags) -> tuple[RunConfig, MultiOptions | None]:
     """``perfkit run``'s configuration and cluster for ``mode`` (no cluster in single mode), every flag
     checked against the mode."""
     check_supported()
     cfg.knobs.check_mode(mode.value)  # a knob this strategy has no such setting for: said, not ignored
     check_knobs(cfg.knobs, [mode.value])
-    if mode is not Mode.ps and ps is not None:
+    if mode is not Mode.ps and flags.ps is not None:
         raise UsageError("--ps: only with --mode ps")
     if mode is Mode.ps:
-        cfg = ps_config(cfg, profile_steps, max_restarts)
+        cfg = ps_config(cfg, cfg.profile_steps, flags.max_restarts)
     if mode is Mode.single:
-        no_multi_flags(workers=workers, cluster=cluster, host=host, task_index=task_index,
-                       allow_unenforced=allow_unenforced or None, cluster_from=cluster_from, base_port=base_port)
+        no_multi_flags(workers=flags.workers, cluster=flags.cluster, host=flags.host, task_index=flags.task_index,
+                       allow_unenforced=flags.allow_unenforced or None, cluster_from=flags.cluster_from,
+                       base_port=flags.base_port)
         return cfg, None
-    opts = multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
-                         cluster_from, base_port, mode=mode, ps=ps)
-    return cfg, supervised(opts, hang_timeout, allow_unenforced)
+    return cfg, supervised(multi_options(flags, mode), flags.hang_timeout, flags.allow_unenforced)
 
 
 def check_knobs(knobs: Knobs, modes: list[str]) -> None:
@@ -97,38 +125,35 @@ def parse_hang_timeout(value: str) -> float | None:
     return seconds
 
 
-def launch_options(command: list[str], mode: Mode, *, workers: int | None, cluster: Path | None, emulate: bool,
-                   pin: bool, connect_timeout: float, hang_timeout: str, max_restarts: int,
-                   cluster_from: str | None, base_port: int | None, allow_unenforced: bool, profile_steps: str,
-                   sample_interval: float, label: str | None, auto_record: bool = True,
-                   step_function: str | None = None, host: str | None = None, task_index: int | None = None,
-                   cluster_spec: ClusterSpec | None = None, env: tuple[tuple[str, str], ...] = (),
-                   ps: int | None = None) -> tuple[LaunchOptions, MultiOptions]:
+def launch_options(command: list[str], mode: Mode, flags: ClusterFlags, record: RecordFlags,
+                   cluster_spec: ClusterSpec | None = None,
+                   env: tuple[tuple[str, str], ...] = ()) -> tuple[LaunchOptions, MultiOptions]:
     """``perfkit launch``'s options: the command (its program found now), and the workers it runs as: all of
-    them, or with ``host`` / ``task_index`` this host's part of ``cluster`` (or of ``cluster_spec``, the
-    cluster a launching host sent over SSH)."""
+    them, or with ``flags.host`` / ``flags.task_index`` this host's part of ``flags.cluster`` (or of
+    ``cluster_spec``, the cluster a launching host sent over SSH)."""
     check_supported()
-    check_launch_flags(mode, sample_interval, auto_record, step_function)
-    if mode is not Mode.ps and ps is not None:
+    check_launch_flags(mode, record.sample_interval, record.auto_record, record.step_function)
+    f = flags
+    if mode is not Mode.ps and f.ps is not None:
         raise UsageError("--ps: only with --mode ps")
-    if mode is Mode.ps:
-        profile_steps = ps_profile_steps(profile_steps, max_restarts)
+    profile_steps = ps_profile_steps(record.profile_steps, f.max_restarts) if mode is Mode.ps else record.profile_steps
     if mode is not Mode.single and cluster_spec is not None:
-        local, part = select_local(cluster_spec, host, task_index)
-        opts = MultiOptions(cluster_spec, local, part, False, pin, connect_timeout, max_restarts)
+        local, part = select_local(cluster_spec, f.host, f.task_index)
+        opts = MultiOptions(cluster_spec, local, part, False, f.pin, f.connect_timeout, f.max_restarts)
     elif mode is not Mode.single:
-        opts = multi_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
-                             cluster_from, base_port, mode=mode, ps=ps)
+        opts = multi_options(f, mode)
     else:
-        if workers not in (None, 1) or cluster is not None or emulate or cluster_from is not None:
+        if f.workers not in (None, 1) or f.cluster is not None or f.emulate or f.cluster_from is not None:
             raise UsageError("--workers/--cluster/--emulate/--cluster-from: only with --mode multi or ps")
-        no_multi_flags(host=host, task_index=task_index)
-        opts = multi_options(1, None, None, None, False, pin, connect_timeout, max_restarts)
+        no_multi_flags(host=f.host, task_index=f.task_index)
+        opts = multi_options(ClusterFlags(workers=1, pin=f.pin, connect_timeout=f.connect_timeout,
+                                          max_restarts=f.max_restarts))
     passed_on = opts.scheduler.tf_config if opts.scheduler is not None else None
-    user = UserCommand.checked(command, mode is not Mode.single, passed_on, auto_record, step_function, env)
-    lopts = LaunchOptions(user, mode,
-                          check_spec(profile_steps), sample_interval=sample_interval, label=label)
-    return lopts, supervised(opts, hang_timeout, allow_unenforced)
+    user = UserCommand.checked(command, mode is not Mode.single, passed_on, record.auto_record, record.step_function,
+                               env)
+    lopts = LaunchOptions(user, mode, check_spec(profile_steps), sample_interval=record.sample_interval,
+                          label=record.label)
+    return lopts, supervised(opts, f.hang_timeout, f.allow_unenforced)
 
 
 def check_launch_flags(mode: Mode, sample_interval: float, auto_record: bool, step_function: str | None) -> None:
@@ -168,26 +193,23 @@ def ps_profile_steps(profile_steps: str, max_restarts: int) -> str:
     return "off"
 
 
-def multi_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
-                   emulate: bool, pin: bool, connect_timeout: float, max_restarts: int,
-                   cluster_from: str | None = None, base_port: int | None = None, mode: Mode = Mode.multi,
-                   ps: int | None = None, workers_only: bool = False) -> MultiOptions:
+def multi_options(flags: ClusterFlags, mode: Mode = Mode.multi, workers_only: bool = False) -> MultiOptions:
     """The cluster of a multi or ps run, checked against the strategy; ``workers_only``: a ps cluster file's
     hosts without their parameter servers and chief (compare's synchronous run on the same file)."""
-    if mode is Mode.ps and cluster is not None and ps is not None:
+    if mode is Mode.ps and flags.cluster is not None and flags.ps is not None:
         raise UsageError("--ps: not with --cluster (each host's ps = K in the file says where they run)")
-    if ps is not None and ps < 1:
+    if flags.ps is not None and flags.ps < 1:
         raise UsageError("--ps: must be at least 1")
-    opts = _cluster_options(workers, cluster, host, task_index, emulate, pin, connect_timeout, max_restarts,
-                            cluster_from, base_port, (ps or 1) if mode is Mode.ps else 0, workers_only)
+    opts = _cluster_options(flags, (flags.ps or 1) if mode is Mode.ps else 0, workers_only)
     check_mode(opts.cluster, mode.value, cores=float(len(available_cores())) if opts.emulate else None)
     return opts
 
 
-def _cluster_options(workers: int | None, cluster: Path | None, host: str | None, task_index: int | None,
-                     emulate: bool, pin: bool, connect_timeout: float, max_restarts: int,
-                     cluster_from: str | None, base_port: int | None, ps: int,
-                     workers_only: bool = False) -> MultiOptions:
+def _cluster_options(flags: ClusterFlags, ps: int, workers_only: bool = False) -> MultiOptions:
+    workers, cluster, host, task_index, emulate = flags.workers, flags.cluster, flags.host, flags.task_index, \
+        flags.emulate
+    pin, connect_timeout, max_restarts = flags.pin, flags.connect_timeout, flags.max_restarts
+    cluster_from, base_port = flags.cluster_from, flags.base_port
     if cluster_from is None and workers is None and cluster is None and schedulers.detect(os.environ):
         cluster_from = "auto"  # under srun or a TF_CONFIG-setting scheduler, with no cluster named
     if cluster_from is not None:
@@ -244,8 +266,8 @@ def compare_clusters(cfgs: dict[str, RunConfig], workers: int | None, cluster: P
     for m in ("multi", "ps"):
         if m not in cfgs:
             continue
-        o = multi_options(n, cluster, None, None, False, pin, connect_timeout, 0, mode=Mode(m),
-                          ps=ps if m == "ps" else None, workers_only=m == "multi")
+        o = multi_options(ClusterFlags(workers=n, cluster=cluster, pin=pin, connect_timeout=connect_timeout,
+                                       ps=ps if m == "ps" else None), Mode(m), workers_only=m == "multi")
         if m == "multi" and cfgs[m].batch_size % o.cluster.num_workers:
             raise UsageError(f"--workers: the global batch {cfgs[m].batch_size} does not divide among "
                              f"{o.cluster.num_workers} workers")

@@ -115,3 +115,24 @@ def test_dash_h_is_help_everywhere_and_version_says_what_runs() -> None:
     assert run.returncode == 0 and "Usage: perfkit run" in run.stdout and "--preset" in run.stdout, run.stderr
     version = perfkit("--version")
     assert version.returncode == 0 and version.stdout.startswith("perfkit ") and "TensorFlow " in version.stdout
+
+
+def test_an_unchanged_analysis_leaves_its_report_in_place(results: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    html = tmp_path / "out" / "report.html"
+    assert main(["analyze", "--results-dir", str(results), "--html", str(html)]) == 0
+    os.utime(html, (1, 1))  # a time no write would leave
+    assert main(["analyze", "--results-dir", str(results), "--html", str(html)]) == 0
+    assert f"HTML report: {html} (unchanged: the same analysis)" in capsys.readouterr().out
+    assert html.stat().st_mtime == 1
+    # the default report: the newest one stands while the figures are the same; a new run writes a new one
+    assert main(["analyze", "--results-dir", str(results)]) == 0
+    [first] = list((results / "analysis").glob("*/report.html"))
+    assert main(["analyze", "--results-dir", str(results)]) == 0
+    assert f"HTML report: {first} (unchanged: the same analysis)" in capsys.readouterr().out
+    assert list((results / "analysis").glob("*/report.html")) == [first]
+    write_run(results, "20260101T020000Z-multi-other", started="2026-01-01T02:00:00Z", transfer=0.3)
+    assert main(["analyze", "--results-dir", str(results), "--html", str(html)]) == 0
+    assert "(unchanged" not in capsys.readouterr().out and html.stat().st_mtime > 1

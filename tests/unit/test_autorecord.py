@@ -131,14 +131,13 @@ def test_only_the_first_process_of_a_worker_records_it(tmp_path: Path) -> None:
 
 def test_launch_flags_for_the_hook_are_checked() -> None:
     from perfkit.config import Mode
-    from perfkit.trainer.options import launch_options
+    from perfkit.trainer.options import ClusterFlags, RecordFlags, launch_options
 
-    common = dict(workers=None, cluster=None, emulate=False, pin=True, connect_timeout=30.0, hang_timeout="60",
-                  max_restarts=0, cluster_from=None, base_port=None, allow_unenforced=False, profile_steps="auto",
-                  sample_interval=0.5, label=None)
+    flags = ClusterFlags(connect_timeout=30.0, hang_timeout="60")
     with pytest.raises(UsageError, match="--step-function: 'train step' is not a function name"):
-        launch_options(["python", "x.py"], Mode.single, step_function="train step", **common)
+        launch_options(["python", "x.py"], Mode.single, flags, RecordFlags(step_function="train step"))
     with pytest.raises(UsageError, match="--no-auto-record"):
-        launch_options(["python", "x.py"], Mode.single, step_function="train_step", auto_record=False, **common)
-    lopts, _ = launch_options(["python", "x.py"], Mode.single, step_function="Trainer.train_step", **common)
+        launch_options(["python", "x.py"], Mode.single, flags,
+                       RecordFlags(step_function="train_step", auto_record=False))
+    lopts, _ = launch_options(["python", "x.py"], Mode.single, flags, RecordFlags(step_function="Trainer.train_step"))
     assert lopts.command.step_function == "Trainer.train_step" and lopts.command.auto_record

@@ -15,6 +15,7 @@ import pytest
 from perfkit.cluster import cluster_from_dict, load_cluster
 from perfkit.config import Mode
 from perfkit.errors import UsageError
+from perfkit.trainer.options import ClusterFlags, RecordFlags
 from perfkit.trainer.remote import agent
 from perfkit.trainer.remote.hosts import parse_hosts, ssh_cluster
 from perfkit.trainer.remote.options import over_ssh
@@ -87,17 +88,18 @@ def test_each_ssh_failure_is_one_line_naming_the_host(code: int, err: str, said:
     assert said in text and "\n" not in text and text.startswith("host h (me@h)")
 
 
-def _flags(**changes: object) -> dict[str, object]:
-    base = dict(mode=Mode.multi, workers=None, cluster=None, emulate=False, pin=True, connect_timeout=120.0,
-                hang_timeout="auto", max_restarts=0, cluster_from=None, base_port=None, allow_unenforced=False,
-                profile_steps="off", sample_interval=0.5, label=None, auto_record=True, step_function=None)
-    return {**base, **changes}
+def _ssh(hosts: str | None, env: list[str] | None, perfkit: str = "perfkit", results: str | None = None,
+         **changes: object) -> object:
+    """over_ssh of ``python t.py`` with the commands' default flags, but for ``changes`` (``mode`` among them)."""
+    mode = changes.pop("mode", Mode.multi)
+    record = RecordFlags(profile_steps="off")
+    return over_ssh(["python", "t.py"], mode, ClusterFlags(**changes), record, hosts, env, perfkit, results)
 
 
 def test_hosts_pass_only_the_named_variables_and_the_flags_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_TOKEN", "abc")
-    spec, args, remote = over_ssh(["python", "t.py"], _flags(hang_timeout="45"), "10.0.0.1,10.0.0.2", None, None,
-                                  ["MY_TOKEN", "B=2"], "/opt/venv/bin/perfkit", "/scratch/{host}")
+    spec, args, remote = _ssh("10.0.0.1,10.0.0.2", ["MY_TOKEN", "B=2"], "/opt/venv/bin/perfkit", "/scratch/{host}",
+                              hang_timeout="45")
     assert dict(remote.env) == {"MY_TOKEN": "abc", "B": "2"} and remote.perfkit == "/opt/venv/bin/perfkit"
     assert remote.results_for("10.0.0.2", Path("r")) == "/scratch/10.0.0.2" and remote.cwd == os.getcwd()
     assert args.multi and args.argv == ("python", "t.py")
@@ -119,11 +121,11 @@ def test_hosts_pass_only_the_named_variables_and_the_flags_as_given(monkeypatch:
 def test_flags_that_cannot_apply_to_hosts_are_refused(changes: dict[str, object], hosts: str | None,
                                                       env: list[str] | None, said: str) -> None:
     with pytest.raises(UsageError, match=said):
-        over_ssh(["python", "t.py"], _flags(**changes), hosts, None, None, env, "perfkit", None)
+        _ssh(hosts, env, **changes)
 
 
 def test_no_hosts_is_not_a_remote_run() -> None:
-    assert over_ssh(["python", "t.py"], _flags(workers=2), None, None, None, None, "perfkit", None) is None
+    assert _ssh(None, None, workers=2) is None
 
 
 def test_the_watchdog_calls_the_launcher_lost_on_silence_or_end_of_file() -> None:

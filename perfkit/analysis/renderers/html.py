@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
@@ -32,6 +33,22 @@ td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right;vertical-align:to
 td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:.9em}
 table.fit{table-layout:fixed;width:100%}table.fit .text{text-align:left}th{overflow-wrap:normal}
 details>summary{cursor:pointer;color:#555}code{white-space:normal}"""
+
+
+FINGERPRINT_META = "perfkit-analysis"  # the analysis' fingerprint (result.fingerprint), in the page's head
+_FINGERPRINT = re.compile(r"<meta name='perfkit-analysis' content='([0-9a-f]{64})'>")
+
+
+def report_fingerprint(path: Path) -> str | None:
+    """The fingerprint of the analysis an HTML report at ``path`` was written from; None when there is no
+    such report (or it is older than fingerprints, or unreadable)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return None
+    found = _FINGERPRINT.search(head)
+    return found.group(1) if found else None
 
 
 def short_names(run_ids: list[str]) -> dict[str, str]:
@@ -70,7 +87,10 @@ def page(a: Analysis) -> str:
         sections.append("<h2>Left out</h2>" + _table_html(a.excluded, ["run_id", "reason", "path"]))
     if a.warnings:
         sections.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in a.warnings) + "</ul>")
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>perfkit analysis</title>"
+    from perfkit.analysis.result import fingerprint
+
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
+            f"<meta name='{FINGERPRINT_META}' content='{fingerprint(a)}'><title>perfkit analysis</title>"
             f"<style>{_CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
             "<h1>perfkit analysis</h1>" + "\n".join(sections) + "</body></html>\n")
 

@@ -13,27 +13,26 @@ from perfkit.config import Mode
 from perfkit.errors import UsageError
 from perfkit.profiler.tracewindow import check_spec
 from perfkit.schedulers import DEFAULT_BASE_PORT
-from perfkit.trainer.options import check_launch_flags, parse_hang_timeout, ps_profile_steps
+from perfkit.trainer.options import ClusterFlags, RecordFlags, check_launch_flags, parse_hang_timeout, ps_profile_steps
 from perfkit.trainer.remote.hosts import Remote, parse_hosts, ssh_cluster, with_ps
 from perfkit.trainer.remote.launcher import AgentArgs
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def over_ssh(command: list[str], flags: dict[str, Any], hosts: str | None, host: str | None, task_index: int | None,
+def over_ssh(command: list[str], mode: Mode, flags: ClusterFlags, record: RecordFlags, hosts: str | None,
              env: list[str] | None, remote_perfkit: str,
              remote_results_dir: str | None) -> tuple[Any, AgentArgs, Remote] | None:
     """The cluster, each host's arguments and how to reach the hosts; None when the run is not over SSH
     (no --hosts, and no ssh targets in --cluster, or this is one host of it started by hand)."""
-    mode: Mode = flags["mode"]
-    cluster = flags["cluster"]
+    cluster, host, task_index = flags.cluster, flags.host, flags.task_index
     spec = None
     if hosts is not None:
-        if cluster is not None or flags["workers"] is not None or flags["cluster_from"] is not None:
+        if cluster is not None or flags.workers is not None or flags.cluster_from is not None:
             raise UsageError("--hosts: not with --workers/--cluster/--cluster-from (it names the hosts and their "
                              "workers itself)")
-        spec = parse_hosts(hosts, flags["base_port"] or DEFAULT_BASE_PORT)
-        spec = with_ps(spec, flags.get("ps") or 1) if mode is Mode.ps else spec
+        spec = parse_hosts(hosts, flags.base_port or DEFAULT_BASE_PORT)
+        spec = with_ps(spec, flags.ps or 1) if mode is Mode.ps else spec
     elif cluster is not None and mode is not Mode.single and host is None and task_index is None:
         loaded = load_cluster(cluster)
         spec = loaded if ssh_cluster(loaded) else None
@@ -46,9 +45,9 @@ def over_ssh(command: list[str], flags: dict[str, Any], hosts: str | None, host:
         return None
     if host is not None or task_index is not None:
         raise UsageError("--host/--task-index: not with --hosts (perfkit starts every host itself)")
-    if flags["emulate"]:
+    if flags.emulate:
         raise UsageError("--emulate: not with --hosts (real hosts are not emulated)")
-    if flags["max_restarts"]:
+    if flags.max_restarts:
         raise UsageError("--max-restarts: not with --hosts (each host runs one part of the cluster, which cannot "
                          "restart alone); leave it at 0")
     if mode is Mode.single and (len(spec.hosts) != 1 or spec.num_workers != 1):
@@ -57,34 +56,35 @@ def over_ssh(command: list[str], flags: dict[str, Any], hosts: str | None, host:
     if not command:
         raise UsageError("perfkit launch: give the command to run after '--', e.g. "
                          "perfkit launch --hosts h1,h2 -- python train.py")
-    check_launch_flags(mode, flags["sample_interval"], flags["auto_record"], flags["step_function"])
-    parse_hang_timeout(flags["hang_timeout"])
-    check_spec(flags["profile_steps"])
+    check_launch_flags(mode, record.sample_interval, record.auto_record, record.step_function)
+    parse_hang_timeout(flags.hang_timeout)
+    check_spec(record.profile_steps)
     named = tuple(_env(env or []))
     if mode is not Mode.single and any(name == "TF_CONFIG" for name, _ in named):
         raise UsageError(f"--env TF_CONFIG: perfkit sets each task's TF_CONFIG in --mode {mode.value}; name it only "
                          f"for a --mode single baseline of a script that needs one")
-    if flags.get("ps") is not None and (mode is not Mode.ps or hosts is None):
+    if flags.ps is not None and (mode is not Mode.ps or hosts is None):
         raise UsageError("--ps: only with --mode ps and --workers or --hosts (a cluster file's hosts say ps = K)")
     if mode is Mode.ps:
         check_mode(spec, "ps")
-        ps_profile_steps(flags["profile_steps"], flags["max_restarts"])
+        ps_profile_steps(record.profile_steps, flags.max_restarts)
     remote = Remote(remote_perfkit, remote_results_dir, str(Path.cwd()), named)
-    return spec, AgentArgs(tuple(command), tuple(_agent_flags(flags)), mode is not Mode.single, mode.value), remote
+    args = AgentArgs(tuple(command), tuple(_agent_flags(mode, flags, record)), mode is not Mode.single, mode.value)
+    return spec, args, remote
 
 
-def _agent_flags(flags: dict[str, Any]) -> list[str]:
+def _agent_flags(mode: Mode, flags: ClusterFlags, record: RecordFlags) -> list[str]:
     """The flags every host's part runs with, as the user gave them."""
-    out = ["--mode", flags["mode"].value, "--connect-timeout", str(flags["connect_timeout"]),
-           "--hang-timeout", str(flags["hang_timeout"]), "--sample-interval", str(flags["sample_interval"]),
-           "--profile-steps", str(flags["profile_steps"]), "--pin" if flags["pin"] else "--no-pin"]
-    if not flags["auto_record"]:
+    out = ["--mode", mode.value, "--connect-timeout", str(flags.connect_timeout),
+           "--hang-timeout", str(flags.hang_timeout), "--sample-interval", str(record.sample_interval),
+           "--profile-steps", str(record.profile_steps), "--pin" if flags.pin else "--no-pin"]
+    if not record.auto_record:
         out.append("--no-auto-record")
-    if flags["step_function"]:
-        out += ["--step-function", flags["step_function"]]
-    if flags["label"]:
-        out += ["--label", flags["label"]]
-    if flags["allow_unenforced"]:
+    if record.step_function:
+        out += ["--step-function", record.step_function]
+    if record.label:
+        out += ["--label", record.label]
+    if flags.allow_unenforced:
         out.append("--allow-unenforced")
     return out
 
