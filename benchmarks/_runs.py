@@ -67,17 +67,26 @@ def perfkit_run(label: str, args: list[str], results_dir: Path, timeout: float,
                 env: dict[str, str] | None = None) -> Training:
     """``perfkit run ARGS --results-dir D --quiet`` (``env`` added to its environment), then its run
     directory read back and summarised."""
-    proc = run_measured([*PERFKIT, "run", *args, "--results-dir", str(results_dir), "--quiet"], timeout,
-                        env={**env_with_repo(), **(env or {})})
-    t = Training(label, wall_s=proc.wall_s, peak_rss_bytes=proc.peak_rss_bytes)
-    run_dir = printed_run_dir(proc)
-    t.run_dir = str(run_dir) if run_dir else None
-    if not proc.ok or run_dir is None:
-        t.error = proc.error() or "perfkit run printed no run directory"
+    t, proc, run_dir = _perfkit(label, ["run", *args, "--results-dir", str(results_dir), "--quiet"], timeout, env)
+    if run_dir is None:
         return t
     t = _fill_from_run(t, run_dir)
     t.extra["cpu_s"] = proc.cpu_s  # the command's and every worker's CPU seconds (wait4)
     return t
+
+
+def _perfkit(label: str, args: list[str], timeout: float,
+             env: dict[str, str] | None = None) -> tuple[Training, Proc, Path | None]:
+    """``perfkit ARGS`` (``--quiet``: it prints its run directory last) measured; the run directory, or None
+    with the Training's error saying why."""
+    proc = run_measured([*PERFKIT, *args], timeout, env={**env_with_repo(), **(env or {})})
+    t = Training(label, wall_s=proc.wall_s, peak_rss_bytes=proc.peak_rss_bytes)
+    run_dir = printed_run_dir(proc)
+    t.run_dir = str(run_dir) if run_dir else None
+    if not proc.ok or run_dir is None:
+        t.error = proc.error() or f"perfkit {args[0]} printed no run directory"
+        return t, proc, None
+    return t, proc, run_dir
 
 
 def printed_run_dir(proc: Proc) -> Path | None:
@@ -133,14 +142,9 @@ def launched_script(label: str, launch_args: list[str], module: str, args: list[
     from perfkit.errors import PerfkitError
     from perfkit.results import load_meta
 
-    cmd = [*PERFKIT, "launch", *launch_args, "--results-dir", str(results_dir), "--quiet", "--",
-           sys.executable, "-m", module, *args]
-    proc = run_measured(cmd, timeout, env=env_with_repo())
-    t = Training(label, wall_s=proc.wall_s, peak_rss_bytes=proc.peak_rss_bytes)
-    run_dir = printed_run_dir(proc)
-    t.run_dir = str(run_dir) if run_dir else None
-    if not proc.ok or run_dir is None:
-        t.error = proc.error() or "perfkit launch printed no run directory"
+    t, _, run_dir = _perfkit(label, ["launch", *launch_args, "--results-dir", str(results_dir), "--quiet", "--",
+                                     sys.executable, "-m", module, *args], timeout)
+    if run_dir is None:
         return t
     try:
         chief = load_meta(run_dir).chief_index
