@@ -41,6 +41,22 @@ def listening(pid: int, port: int) -> bool:
     return False
 
 
+def connected(pid: int, port: int) -> bool:
+    """Whether a TCP connection to ``port`` is established in the network namespace of process ``pid``
+    (listening on it, that process has a peer: under ParameterServerStrategy, the chief or a worker at work)."""
+    want = f":{port:04X}"
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[1].endswith(want) and fields[3] == "01":  # 01: TCP_ESTABLISHED
+                return True
+    return False
+
+
 _NO_ANSWER = (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ENETDOWN, errno.ETIMEDOUT, None)  # None: timed out
 
 

@@ -38,7 +38,7 @@ from perfkit.trainer.faultnaming import Failure, FaultNaming
 from perfkit.trainer.forkserver import Adopted, ForkServer, worker_env
 from perfkit.trainer.hosts.cpubudget import Placement
 from perfkit.trainer.lostworkers import LostWorkers
-from perfkit.trainer.probe import listening, unreachable
+from perfkit.trainer.probe import connected, listening, unreachable
 from perfkit.trainer.worker.heartbeat import HEARTBEAT_FILE, read_heartbeat
 from perfkit.trainer.worker.session import CLAIM_FILE
 
@@ -201,14 +201,24 @@ class Launcher(FaultNaming):
         mine = self._finishing()
         if mine:
             return all(self._ended_well(w) for w in mine)
-        # A host of a ps cluster that runs only servers: done once the chief, seen up, is gone.
+        # A host of a ps cluster that runs only servers: done once the chief, seen up, is gone. A peer connected
+        # to one of its servers also says the chief is at work: a quick chief's whole life can fall between
+        # two probes, and the host would then wait for it until the connect timeout and fail a healthy job.
         chief = self.cluster.chief
-        if chief is None or self.clock.monotonic() - self._probed < 2.0:
+        if chief is None:
+            return False
+        self._chief_seen = self._chief_seen or self._served()
+        if self.clock.monotonic() - self._probed < 2.0:
             return False
         self._probed = self.clock.monotonic()
         up = not unreachable([chief], timeout=1.0)
         self._chief_seen = self._chief_seen or up
         return self._chief_seen and not up
+
+    def _served(self) -> bool:
+        """A connection is established to the port of one of this host's running servers."""
+        return any(w.proc is not None and w.proc.poll() is None
+                   and connected(w.proc.pid, self.cluster.tasks[w.index].port) for w in self.workers)
 
     def _ended_well(self, w: Worker) -> bool:
         """Exited 0, or killed by a signal after its last step (a teardown crash: teardown.py)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -272,3 +273,25 @@ def test_a_peers_silence_is_a_consequence_whatever_error_tensorflow_names_it() -
     # a survivor the coordination service aborted while its peer sat on a lock (faults bench, CI 2026-12-04)
     assert is_consequence("AbortedError: Graph execution error:")
     assert not is_consequence("ValueError: layer sizes do not match") and not is_consequence(None)
+
+
+def test_a_host_of_servers_ends_well_when_its_quick_chief_came_and_went_between_two_probes(tmp_path: Path) -> None:
+    """A TFJob's worker pod (this host runs a ps cluster's worker 0; the chief is elsewhere): the chief connected,
+    trained and left while no probe of its port happened to look. The connection it made to this host's server
+    says it was at work, so the pod ends well once the chief is gone, not at the connect timeout as a failure."""
+    cluster = local_cluster(1, 2.0, ps=1)  # tasks: worker 0, ps 1, chief 2; only worker 0 is this host's
+    run = RunDir.create(tmp_path, "r", RunMeta.new("r"))
+    launcher = Launcher(run, cluster, [Placement(0, "localhost", None, None, None)], None, Sampler(0.5),
+                        NullObserver(), connect_timeout=60, clock=FakeClock())
+    (run.worker_dir(0) / "status.json").write_text(json.dumps({"index": 0, "t_wall_ns": 1, "state": "serving"}))
+    launcher.workers[0].proc = FakeProc(os.getpid(), None)  # type: ignore[assignment]  # this namespace's tables
+    with socket.socket() as server:  # worker 0's server, and the chief's connection to it
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", cluster.tasks[0].port))
+        server.listen()
+        with socket.create_connection(("127.0.0.1", cluster.tasks[0].port), timeout=5):
+            launcher._probed = launcher.clock.monotonic()  # the last probe was just now: the chief not up yet
+            assert not launcher._finished()  # looked while the chief was connected
+        # the chief left before the next probe; its port (nothing listens there) answers no more
+        launcher.clock.sleep(2.5)
+        assert launcher.wait() is None and launcher.clock.slept < 10, "ended well, long before the connect timeout"
