@@ -241,15 +241,17 @@ class RunRecord:
         write_run_file(self.path, self.run)
 
     @classmethod
-    def load(cls, path: str | Path) -> RunRecord:
+    def load(cls, path: str | Path, samples: bool = True) -> RunRecord:
+        """The run at ``path``; ``samples`` False leaves its CPU and system samples unread (empty tables): a
+        listing's figures need none of them, and on a long run of many workers they are most of its rows."""
         path = Path(path)
         return cls(
             path=path,
             run=_read_meta(path),
             steps=_worker_frames(path, "steps.parquet", STEP_COLUMNS),
             epochs=_worker_frames(path, "epochs.parquet", EPOCH_COLUMNS),
-            cpu=_read_frame(path / "cpu.parquet", CPU_COLUMNS, CPU_TEXT),
-            system=_read_frame(path / "system.parquet", SYSTEM_COLUMNS),
+            cpu=_read_frame(path / "cpu.parquet" if samples else path / ".unread", CPU_COLUMNS, CPU_TEXT),
+            system=_read_frame(path / "system.parquet" if samples else path / ".unread", SYSTEM_COLUMNS),
         )
 
 

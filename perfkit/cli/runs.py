@@ -38,7 +38,7 @@ def runs_command(
     for path in paths:
         count += 1
         try:
-            record = RunRecord.load(path)
+            record = RunRecord.load(path, samples=False)  # the listing shows no CPU figure
             s = summarize(record)
         except ResultsError as exc:
             table.add_row(path.name, "[red]unreadable[/red]", "", "", "", "", "", str(exc)[:60])

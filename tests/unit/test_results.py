@@ -128,3 +128,16 @@ def test_a_run_record_is_written_typed_and_a_field_of_the_wrong_type_fails_in_th
     meta = RunRecord.load(run.path).run
     assert meta == run.meta and meta.status == "complete" and meta.cluster.num_workers == 2
     assert [w.index for w in meta.workers] == [0, 1] and meta.extra["versions"] == {"tf": "x"}  # a writer's own key
+
+
+def test_a_listing_reads_a_run_without_its_cpu_and_system_samples(tmp_path: Path) -> None:
+    import pandas as pd
+
+    run = RunDir.create(tmp_path, "r", RunMeta.new("r", mode="single"))
+    cpu = pd.DataFrame({"t_ns": [1, 2], "worker": [0, 0], "host": ["h", "h"], "pid": [7, 7], "role": ["trainer"] * 2,
+                        "cpu_percent": [50.0, 60.0], "rss_bytes": [1, 2], "num_threads": [3, 3]})
+    run.write_frame("cpu.parquet", cpu)
+    run.finish("complete")
+    whole, listed = RunRecord.load(run.path), RunRecord.load(run.path, samples=False)
+    assert len(whole.cpu) == 2 and listed.cpu.empty and listed.system.empty
+    assert list(listed.cpu.columns) == list(whole.cpu.columns) and listed.run == whole.run
