@@ -28,22 +28,17 @@ def unreachable(peers: list[WorkerSpec], timeout: float = 1.0) -> list[WorkerSpe
 def listening(pid: int, port: int) -> bool:
     """Whether a TCP socket listens on ``port`` in the network namespace of process ``pid``: its
     /proc/<pid>/net tables are that namespace's, so this sees into an emulated host's namespace too."""
-    want = f":{port:04X}"
-    for name in ("tcp", "tcp6"):
-        try:
-            lines = Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 3 and fields[1].endswith(want) and fields[3] == "0A":  # 0A: TCP_LISTEN
-                return True
-    return False
+    return _tcp_state(pid, port, "0A")  # TCP_LISTEN
 
 
 def connected(pid: int, port: int) -> bool:
     """Whether a TCP connection to ``port`` is established in the network namespace of process ``pid``
     (listening on it, that process has a peer: under ParameterServerStrategy, the chief or a worker at work)."""
+    return _tcp_state(pid, port, "01")  # TCP_ESTABLISHED
+
+
+def _tcp_state(pid: int, port: int, state: str) -> bool:
+    """Whether a socket on local ``port`` is in ``state`` (the kernel's hex code) in ``pid``'s namespace."""
     want = f":{port:04X}"
     for name in ("tcp", "tcp6"):
         try:
@@ -52,7 +47,7 @@ def connected(pid: int, port: int) -> bool:
             continue
         for line in lines:
             fields = line.split()
-            if len(fields) > 3 and fields[1].endswith(want) and fields[3] == "01":  # 01: TCP_ESTABLISHED
+            if len(fields) > 3 and fields[1].endswith(want) and fields[3] == state:
                 return True
     return False
 

@@ -207,18 +207,15 @@ class Launcher(FaultNaming):
         chief = self.cluster.chief
         if chief is None:
             return False
-        self._chief_seen = self._chief_seen or self._served()
+        self._chief_seen = self._chief_seen or any(  # a connection to one of this host's running servers
+            w.proc is not None and w.proc.poll() is None and connected(w.proc.pid, self.cluster.tasks[w.index].port)
+            for w in self.workers)
         if self.clock.monotonic() - self._probed < 2.0:
             return False
         self._probed = self.clock.monotonic()
         up = not unreachable([chief], timeout=1.0)
         self._chief_seen = self._chief_seen or up
         return self._chief_seen and not up
-
-    def _served(self) -> bool:
-        """A connection is established to the port of one of this host's running servers."""
-        return any(w.proc is not None and w.proc.poll() is None
-                   and connected(w.proc.pid, self.cluster.tasks[w.index].port) for w in self.workers)
 
     def _ended_well(self, w: Worker) -> bool:
         """Exited 0, or killed by a signal after its last step (a teardown crash: teardown.py)."""
