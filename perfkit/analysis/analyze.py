@@ -23,9 +23,10 @@ from perfkit.analysis import runcache
 from perfkit.analysis.advice import advice_table
 from perfkit.analysis.answer import assumption_lines
 from perfkit.analysis.command import NO_STEPS, command_row, exit_codes, stepless, stepless_worker_rows, worker_indices
+from perfkit.analysis.goodput import goodput_table, run_goodput
 from perfkit.analysis.load import LoadedRun
 from perfkit.analysis.modes import mode_table
-from perfkit.analysis.overheads import window_cost, window_seconds
+from perfkit.analysis.overheads import oversubscription, window_cost, window_seconds, worker_cores
 from perfkit.analysis.result import Analysis
 from perfkit.analysis.select import Selection, describe_data, load_and_select
 from perfkit.analysis.startup import startup_phases
@@ -34,6 +35,8 @@ from perfkit.analysis.summary import cpu_table_of, epoch_table, summarize, train
 from perfkit.analysis.timeline import step_timeline
 from perfkit.analysis.verdict import verdict
 from perfkit.analysis.verify import verification_table
+from perfkit.analysis.waterfall import ROW_COLUMNS as WATERFALL_PARTS
+from perfkit.analysis.waterfall import ideal_speedup, run_parts, waterfall_table
 from perfkit.analysis.whatif import EMPTY_ROW, PLACEMENT_EMPTY, StepModel, equal_workers, placement_row
 from perfkit.results import RunMeta, RunRecord
 
@@ -51,6 +54,7 @@ class _RunFigures:
     steps_timeline: pd.DataFrame
     advice: pd.DataFrame
     startup: pd.DataFrame
+    goodput: pd.DataFrame
 
 
 def analyze(paths: Sequence[Path] | None, results_dir: Path, baseline_id: str | None = None) -> Analysis:
@@ -70,6 +74,7 @@ def analyze_selection(sel: Selection) -> Analysis:
         placement=_cat([f.placement for f in figures]), cpu_timeline=_cat([f.timeline for f in figures]),
         ops=_cat([f.ops for f in figures]), step_timeline=_cat([f.steps_timeline for f in figures]),
         advice=_cat([f.advice for f in figures]), startup=_cat([f.startup for f in figures]),
+        waterfall=waterfall_table(runs, baseline_id), goodput=_cat([f.goodput for f in figures]),
         excluded=pd.DataFrame([vars(e) for e in sel.excluded], columns=["run_id", "path", "reason"]),
         verifications=verification_table({r.run_id: r.meta for r in sel.runs}, runs,
                                          _cat([f.workers for f in figures])),
@@ -118,9 +123,9 @@ RUN_COLUMNS = [
     "equal_assumptions", "placement_hosts",
     "placement_now", "placement_proposed", "compute_now_s", "compute_proposed_s", "placement_epoch_s",
     "placement_epoch_lo_s", "placement_epoch_hi_s", "placement_assumptions", "largest_term", "transfer_share",
-    "links",
+    "links", "goodput", *WATERFALL_PARTS,
 ]
-RELATIVE_COLUMNS = ["speedup", "speedup_fit", "efficiency", "efficiency_fit", "command_speedup",
+RELATIVE_COLUMNS = ["ideal_speedup", "speedup", "speedup_fit", "efficiency", "efficiency_fit", "command_speedup",
                     "cpu_cost_vs_baseline", "val_accuracy_gap", "val_auc_gap", "val_loss_gap", "equal_speedup",
                     "work_ratio"]
 
@@ -144,6 +149,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
     sampled = bool(expected) and set(cpu.worker_cpu_s.index) >= expected
     cpu_s = cpu_fig.training_cpu_seconds(cpu) if sampled and not no_steps else math.nan
     samples = float(rec.steps["samples"].sum()) if not rec.steps.empty else math.nan
+    goodput = goodput_table(rec, split, window)
     workers = (stepless_worker_rows(rec.run, per_worker_cpu, cpu) if no_steps
                else _worker_rows(run, per_worker_cpu, cpu, strag, summary.fit_s))
     row = {
@@ -159,9 +165,11 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         "steady_epoch_samples": summary.steady_epoch_samples,
         "cpu_s": cpu_s, "cpu_s_per_1k_samples": cpu_s / samples * 1000 if samples else math.nan,
         "rss_peak_max_bytes": float(workers["rss_peak_bytes"].max()) if not workers.empty else math.nan,
-        **command_row(rec.run, cpu), **_last_metrics(epochs),
+        **command_row(rec.run, cpu), **run_goodput(goodput), **_last_metrics(epochs),
         **_straggler_row(strag, rec.run, asynchronous, no_steps),
         **(_what_if_row(model, strag, rec) if strag is not None else EMPTY_ROW | PLACEMENT_EMPTY),
+        **run_parts(rec, epochs, split, run.trace, window,
+                    oversubscription(split, rec, worker_cores(rec, cpu)) if split is not None else None),
     }
     tag = {"run_id": run.run_id}
     return _RunFigures(
@@ -174,7 +182,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
                         else pd.DataFrame()).assign(**tag),
         advice=(advice_table(split, run.trace, model, row, rec.run, rec, cpu, window)
                 if model is not None and split is not None else pd.DataFrame()).assign(**tag),
-        startup=startup_phases(rec).assign(**tag))
+        startup=startup_phases(rec).assign(**tag), goodput=goodput.assign(**tag))
 
 
 def _last_metrics(epochs: pd.DataFrame) -> dict[str, float]:
@@ -343,6 +351,7 @@ def _relative(runs: pd.DataFrame, baseline_id: str | None) -> pd.DataFrame:
     runs["cpu_cost_vs_baseline"] = runs["cpu_s_per_1k_samples"] / b["cpu_s_per_1k_samples"]
     for m in ("val_accuracy", "val_auc", "val_loss"):
         runs[f"{m}_gap"] = runs[m] - b[m]
+    runs["ideal_speedup"] = [ideal_speedup(r, b) for _, r in runs.iterrows()]
     runs["equal_speedup"] = b["steady_epoch_s"] / runs["equal_epoch_s"].astype(float) * runs["work_ratio"]
     return runs
 

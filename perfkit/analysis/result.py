@@ -33,6 +33,8 @@ class Analysis:
     modes: pd.DataFrame = field(default_factory=pd.DataFrame)  # per mode: its latest run, sync vs async
     assumptions: tuple[str, ...] = ()  # what each what-if assumed, apart from the verdict (answer.py)
     startup: pd.DataFrame = field(default_factory=pd.DataFrame)  # per run, worker and phase (startup.py)
+    waterfall: pd.DataFrame = field(default_factory=pd.DataFrame)  # per run and term: ideal to measured (waterfall.py)
+    goodput: pd.DataFrame = field(default_factory=pd.DataFrame)  # per run and worker: where its span went (goodput.py)
 
 
 def fingerprint(a: Analysis) -> str:

@@ -136,10 +136,12 @@ def test_html_is_self_contained_with_the_verdict_first_and_every_chart(pair: Ana
     page = out.read_text(encoding="utf-8")
     assert not re.search(r"<script[^>]*\bsrc=", page)  # plotly.js is inlined: no network needed
     assert len(page) > 1_000_000  # ... all of it
-    titles = ["Speedup and scaling efficiency", f"CPU% per process over time: {STRAG}",
+    titles = ["Speedup and scaling efficiency", f"Where the speedup went: {STRAG}", f"Where the speedup went: {VERIFY}",
+              f"CPU% per process over time: {STRAG}",
               f"CPU% per process over time: {BASE}", f"CPU% per process over time: {VERIFY}",
               "Step time per worker", "Compute / transfer / wait per worker",
               f"Step timeline of the trace window: {STRAG}", f"Step timeline of the trace window: {VERIFY}",
+              "Goodput: where the time of the whole command went, per worker",
               "Validation accuracy and AUC per epoch", "Memory per worker (peak RSS)"]
     positions = [page.index(f"<h2>{t}</h2>") for t in titles]
     assert page.index("<h2>Verdict</h2>") < min(positions)

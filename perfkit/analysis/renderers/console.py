@@ -262,6 +262,44 @@ def advice_table(a: Analysis, run_id: str) -> Table:
     return t
 
 
+def waterfall_table(a: Analysis, run_id: str) -> Table:
+    """The speedup waterfall (analysis/waterfall.py): from the ideal to the measured speedup, term by term."""
+    w = a.waterfall[a.waterfall["run_id"] == run_id]
+    row = a.runs[a.runs["run_id"] == run_id].iloc[0]
+    t = _table(f"where the speedup went: {run_id}", ["term", "run", "ideal", "lost", "of lost", "speedup"],
+               left=(*_LEFT, "term"))
+    t.add_row("ideal: the compute given over the baseline's", "", "", "", "", fmt(row["ideal_speedup"], ".2f", "x"))
+    for r in w.itertuples(index=False):
+        t.add_row(r.words, fmt(r.run_s, ".3f"), fmt(r.ideal_s, ".3f"), fmt(r.lost_s, "+.3f"), fmt(r.share, ".0%"),
+                  fmt(r.speedup_after, ".2f", "x") + f" ({-r.speedup_lost:+.2f})")
+    t.caption = ("seconds per 1,000 samples of a steady epoch: the run's, the baseline's over the ideal, and the "
+                 "difference; speedup: what is left after each term (its part of ideal - measured)")
+    return t
+
+
+def goodput_table(a: Analysis) -> Table:
+    """The goodput ledger (analysis/goodput.py): each run's median worker's span cut into buckets, a column a
+    run (the buckets as rows keep it narrow)."""
+    from perfkit.analysis.goodput import Bucket
+
+    runs = list(a.goodput.groupby("run_id", sort=False))
+    t = _table("goodput: where the whole command's time went (the median worker, seconds)",
+               ["bucket", *(str(run_id) for run_id, _ in runs)], left=("bucket",))
+    mids = [g.iloc[(g["goodput"] - g["goodput"].median()).abs().argsort().iloc[0]] for _, g in runs]
+    goodput = []
+    for _, g in runs:
+        lo, hi = f"{g['goodput'].min():.0%}", f"{g['goodput'].max():.0%}"
+        total = fmt(g["productive_s"].sum() / g["span_s"].sum(), ".0%")
+        goodput.append(total + (f" ({lo}–{hi})" if lo != hi else ""))
+    t.add_row("goodput", *goodput)
+    t.add_row("span", *(fmt(m["span_s"], ".1f") for m in mids))
+    for b in Bucket:
+        t.add_row(b.words, *(fmt(m[b.column], ".1f") for m in mids))
+    t.caption = ("goodput: training steps over the command's span, every worker (range over workers); checkpoint "
+                 "saves are not timed")
+    return t
+
+
 def tried_table(t: pd.DataFrame, default_run: str) -> Table:
     """``perfkit tune``'s table (analysis/tuning.py): each change, predicted against measured."""
     table = _table("advice tried", ["change", "runs", "predicted", "measured", "error", "vs single", "outcome"],
@@ -292,11 +330,13 @@ def _tables(a: Analysis, console: Console) -> None:
                 console.print(workers_table(a, r.run_id))
             if isinstance(r.split_source, str) and r.split_source:
                 console.print(split_table(a, r.run_id, r.split_note))
+            if not a.waterfall.empty and (a.waterfall["run_id"] == r.run_id).any():
+                console.print(waterfall_table(a, r.run_id))
             if not a.advice.empty and (a.advice["run_id"] == r.run_id).any():
                 console.print(advice_table(a, r.run_id))
         for frame, table in ((a.processes, processes_table), (a.hosts, hosts_table),
                              (a.placement, placement_table), (a.epochs, convergence_table), (a.ops, ops_table),
-                             (a.startup, startup_table)):
+                             (a.startup, startup_table), (a.goodput, goodput_table)):
             if not frame.empty:
                 console.print(table(a))
     if not a.excluded.empty:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from perfkit.analysis.advice.words import view
 from perfkit.analysis.renderers import RenderOptions
+from perfkit.analysis.renderers.account_html import goodput_figure, waterfall_figure
 from perfkit.analysis.renderers.console import MIB, fmt
 from perfkit.analysis.renderers.gantt import timeline_figure
 
@@ -110,11 +111,15 @@ def _note(text: str) -> str:
 def charts(a: Analysis, names: dict[str, str]) -> list[tuple[str, Any]]:
     """(title, plotly figure dict or an HTML note saying why the chart is missing), in report order."""
     out: list[tuple[str, Any]] = [("Speedup and scaling efficiency", speedup_figure(a, names))]
+    for run_id in a.waterfall["run_id"].unique() if not a.waterfall.empty else []:
+        out.append((f"Where the speedup went: {run_id}", waterfall_figure(a, run_id)))
     for run_id in a.runs["run_id"] if not a.runs.empty else []:
         out.append((f"CPU% per process over time: {run_id}", cpu_figure(a, run_id)))
     out += [("Step time per worker", step_figure(a, names)),
             ("Compute / transfer / wait per worker", split_figure(a, names))]
     out += timelines(a)
+    if not a.goodput.empty:
+        out.append(("Goodput: where the time of the whole command went, per worker", goodput_figure(a, names)))
     out += [("Validation accuracy and AUC per epoch", convergence_figure(a, names)),
             ("Memory per worker (peak RSS)", memory_figure(a, names))]
     return out

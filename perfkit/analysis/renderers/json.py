@@ -47,7 +47,9 @@ KEYS: dict[str, dict[str, str]] = {
         "trace window (its first 1,000 steps): where each step starts and how it splits, and the equal-workers "
         "what-if's steps", "warnings": "list of warnings (e.g. trace skipped)",
         "startup": "per run, worker and phase: where its start-up went, up to its first step (workers that "
-        "report states)",
+        "report states)", "waterfall": "per synchronous run and term: from the ideal speedup to the measured "
+        "one, each term's loss in seconds per 1,000 samples and in speedup (largest first, not_explained last)",
+        "goodput": "per run and worker: the goodput ledger, the command's span cut into buckets that add up to it",
     },
     "runs": {
         "run_id": "run id", "is_baseline": "true for the baseline", "mode": "single, multi or ps",
@@ -127,6 +129,15 @@ KEYS: dict[str, dict[str, str]] = {
         "val_accuracy_gap": "val_accuracy - the baseline's", "val_auc_gap": "val_auc - the baseline's",
         "val_loss_gap": "val_loss - the baseline's",
         "equal_speedup": "baseline steady_epoch_s / equal_epoch_s x work_ratio",
+        "goodput": "the goodput ledger's productive seconds over its span seconds, summed over the workers",
+        "ideal_speedup": "the compute the run's workers were given over the baseline's (wf_cores / the baseline's): "
+        "the top of the waterfall", "wf_cores": "cores given to the run's workers: the sum over their hosts of "
+        "each host's CPU budget (applied, else requested), else its declared cores",
+        "wf_steps_s": "the steady epochs' steps (each step's mean over the workers), seconds per 1,000 samples",
+        **{f"wf_{t}_s": f"this run's {t.replace('_', ' ')} part of a steady epoch, seconds per 1,000 samples "
+           "(waterfall[] sets it against the baseline's)" for t in ("compute", "framework", "cpu_contention",
+                                                                   "input", "allreduce", "wait", "outside_steps",
+                                                                   "trace_window")},
     },
     "epochs": {
         "run_id": "run id", "epoch": "1-based epoch", "epoch_s": "train_s + val_s (worker 0)",
@@ -243,6 +254,29 @@ KEYS: dict[str, dict[str, str]] = {
         "waiting for the slowest worker, scaled likewise", "transfer_s": "exposed all-reduce every worker paid, "
         "scaled likewise", "overlap_s": "all-reduce hidden under compute, scaled likewise (null: unknown)",
         "straggler": "this worker computed longest in this step"},
+    "waterfall": {
+        "run_id": "the run (every synchronous run but the baseline)", "order": "0 for the largest loss; the last "
+        "row is not_explained", "term": "compute, framework, cpu_contention, input, allreduce, wait, "
+        "outside_steps, trace_window or not_explained (docs/figures.md)", "words": "the term in words",
+        "run_s": "the run's part, seconds per 1,000 samples of a steady epoch (null for not_explained)",
+        "ideal_s": "the baseline's part / ideal_speedup: the part if the baseline's work were spread perfectly "
+        "over the run's compute", "lost_s": "run_s - ideal_s; not_explained: the measured time - the ideal - "
+        "every other term, so lost_s sums to the measured gap", "share": "lost_s / the measured gap in time",
+        "speedup_lost": "share x (ideal_speedup - speedup): the term's part of the lost speedup (negative: it "
+        "gained)", "speedup_after": "the speedup left after this term and the ones above it; the last row's is "
+        "the measured speedup"},
+    "goodput": {
+        "run_id": "the run", "worker": "worker index", "span_s": "the command's start to its end (run.json's "
+        "ended), seconds; every bucket below adds up to it", "startup_s": "the command's start to this worker's "
+        "first step", "compile_s": "its first step over the median step of that epoch (tracing and compiling the "
+        "step function)", "productive_s": "its steps, less compile, input and the trace window: productive "
+        "training", "input_s": "the split's mean input per step x its steps (0 without a traced input)",
+        "trace_window_s": "what perfkit's trace window added (trace_window_s of the run)", "between_steps_s":
+        "its epochs' training time beyond their steps: callbacks, the recorder, the iterator",
+        "validation_s": "its epochs' validation", "between_epochs_s": "the rest of its first step to its last "
+        "epoch's end: between epochs, and earlier attempts of a restarted epoch", "end_s": "its last epoch's end "
+        "to the command's end: waiting for the others, teardown", "checkpoint_s": "checkpoint saves: not timed "
+        "(null)", "goodput": "productive_s / span_s"},
     "startup": {
         "run_id": "the run", "worker": "worker index", "phase": 'launcher (the command\'s start to the process\'s), '
         'python (the process\'s start to its first state: the interpreter and perfkit\'s imports), then each state '
@@ -252,7 +286,7 @@ KEYS: dict[str, dict[str, str]] = {
         "the launcher's phase, and the last, which ends at the first step)"},
 }
 TABLES = ("runs", "epochs", "workers", "processes", "hosts", "placement", "ops", "excluded", "verifications", "modes",
-          "step_timeline", "advice", "startup")
+          "step_timeline", "advice", "startup", "waterfall", "goodput")
 
 
 def keys_markdown() -> str:

@@ -1,0 +1,85 @@
+"""The goodput ledger (analysis/goodput.py) on a hand-built run whose every bucket is known: the buckets add up
+to the command's span for every worker, and the verdict, terminal and JSON carry it."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from perfkit.analysis.analyze import analyze
+from perfkit.analysis.goodput import Bucket
+from perfkit.analysis.renderers import console, html
+from perfkit.analysis.renderers import json as report_json
+from tests.unit._analysis_runs import WALL0, set_meta, write_run
+
+S = 1_000_000_000
+
+
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns / S, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    # 4 workers, every step 0.65 s of which 0.05 s input (traced), 10 steps and 1 s of validation an epoch, 3
+    # epochs back to back from WALL0: 22.5 s of training; the command starts 5 s before and ends 2 s after.
+    [path] = write_run(tmp_path, "20260101T000100Z-multi")
+    set_meta(path, command_started_wall_ns=WALL0 - 5 * S, ended=_iso(WALL0 + int(24.5 * S)))
+    return path
+
+
+def test_every_workers_buckets_add_up_to_the_command_span(run: Path) -> None:
+    a = analyze(None, run.parent)
+    g = a.goodput
+    assert len(g) == 4 and (g["run_id"] == run.name).all()
+    for row in g.to_dict("records"):
+        assert row["span_s"] == pytest.approx(29.5)
+        assert sum(row[b.column] for b in Bucket) == pytest.approx(row["span_s"])
+        assert row["startup_s"] == pytest.approx(5.0) and row["end_s"] == pytest.approx(2.0)
+        assert row["input_s"] == pytest.approx(30 * 0.05) and row["validation_s"] == pytest.approx(3.0)
+        assert row["productive_s"] == pytest.approx(30 * 0.65 - 30 * 0.05)
+        assert row["compile_s"] == pytest.approx(0.0) and row["between_epochs_s"] == pytest.approx(0.0, abs=1e-6)
+        assert row["goodput"] == pytest.approx(18.0 / 29.5)
+        assert row["checkpoint_s"] != row["checkpoint_s"], "not timed: null, not a zero"
+    assert a.runs["goodput"].iloc[0] == pytest.approx(18.0 / 29.5)
+
+
+def test_a_slow_first_step_is_its_compile(tmp_path: Path) -> None:
+    [path] = write_run(tmp_path, "20260101T000100Z-multi", trace=False)
+    set_meta(path, command_started_wall_ns=WALL0 - 5 * S, ended=_iso(WALL0 + int(24.5 * S)))
+    steps = path / "workers" / "0" / "steps.parquet"
+    import pandas as pd
+
+    df = pd.read_parquet(steps)
+    df.loc[0, "duration_s"] = 2.65  # 2 s over its epoch's median step
+    df.to_parquet(steps)
+    g = analyze(None, tmp_path).goodput.set_index("worker")
+    assert g.loc[0, "compile_s"] == pytest.approx(2.0) and g.loc[1, "compile_s"] == pytest.approx(0.0)
+    assert g.loc[0, "input_s"] == 0.0, "no trace: input is not measured apart from the steps"
+
+
+def test_a_run_without_the_commands_start_has_no_ledger(tmp_path: Path) -> None:
+    write_run(tmp_path, "20260101T000100Z-multi")
+    a = analyze(None, tmp_path)
+    assert a.goodput.empty and a.runs["goodput"].isna().all()
+
+
+def test_the_verdict_terminal_and_json_carry_it(run: Path) -> None:
+    a = analyze(None, run.parent)
+    [line] = [v for v in a.verdict if v.startswith("Goodput")]
+    assert line.startswith("Goodput 61% (training steps over the whole command, every worker): of the command's "
+                           "29.5 s,") and "start-up 5.0 s" in line and "not timed" in line
+    out = io.StringIO()
+    console.render(a, out, console.RenderOptions(width=120))
+    assert "goodput: where the whole command's time went" in out.getvalue()
+    doc = io.StringIO()
+    report_json.render(a, doc)
+    rows = json.loads(doc.getvalue())["goodput"]
+    assert len(rows) == 4 and set(rows[0]) == set(report_json.KEYS["goodput"]) and rows[0]["checkpoint_s"] is None
+    page = html.page(a)
+    assert "<h2>Goodput: where the time of the whole command went, per worker</h2>" in page
+    assert '"barmode":"stack"' in page and '"name":"training steps"' in page

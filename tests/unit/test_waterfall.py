@@ -1,0 +1,114 @@
+"""The speedup waterfall (analysis/waterfall.py) on hand-built runs whose every part is known: the terms sum
+exactly to the measured gap, each is the run's part less the baseline's over the ideal, the ideal is the
+compute given, and the verdict, terminal, JSON and HTML carry it."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from perfkit.analysis.analyze import analyze
+from perfkit.analysis.renderers import console, html
+from perfkit.analysis.renderers import json as report_json
+from perfkit.analysis.waterfall import Term
+from tests.unit._analysis_runs import single_run, write_run
+
+# The multi run: hosts a (3 cores, 3 workers at 0.2 s busy) and b (1 core, 1 worker at 0.5 s), input 0.05 s,
+# transfer 0.1 s: every step 0.65 s, 64 samples; 10 steps and 1 s of validation an epoch. Per step, mean over
+# the workers: busy 0.275 (compute 0.75 of it, framework 0.25), input 0.05, transfer 0.1, wait 0.225.
+PER_1K = 1000 / 64  # seconds per step -> seconds per 1,000 samples
+EPOCH_1K = 1000 / 640
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    single_run(tmp_path, "20260101T000000Z-single")  # 2 cores, busy 1.0 + input 0.05 a step, no trace
+    write_run(tmp_path, "20260101T000100Z-multi")
+    return tmp_path
+
+
+def _terms(a, run_id: str) -> dict[str, dict]:
+    w = a.waterfall[a.waterfall["run_id"] == run_id]
+    return {r["term"]: r for r in w.to_dict("records")}
+
+
+def test_each_term_is_the_runs_part_less_the_baselines_over_the_ideal_and_they_sum_to_the_gap(runs: Path) -> None:
+    a = analyze(None, runs, "20260101T000000Z-single")
+    row = a.runs.set_index("run_id").loc["20260101T000100Z-multi"]
+    assert row["wf_cores"] == 4.0 and row["ideal_speedup"] == pytest.approx(2.0)  # 3 + 1 cores against 2
+    t = _terms(a, "20260101T000100Z-multi")
+    ideal_s = (10 * 1.05 + 1.0) * EPOCH_1K / 2  # the baseline's steady epoch per 1,000 samples, over the ideal
+    measured_s = (10 * 0.65 + 1.0) * EPOCH_1K
+    # A baseline without a split is its steps as compute: the run's framework and input are counted there too.
+    assert t["compute"]["run_s"] == pytest.approx((0.275 + 0.05) * PER_1K)
+    assert t["compute"]["lost_s"] == pytest.approx((0.275 + 0.05) * PER_1K - 10 * 1.05 * EPOCH_1K / 2)
+    assert t["allreduce"]["lost_s"] == pytest.approx(0.1 * PER_1K)
+    assert t["wait"]["lost_s"] == pytest.approx(0.225 * PER_1K)
+    assert t["outside_steps"]["lost_s"] == pytest.approx(1.0 * EPOCH_1K - 1.0 * EPOCH_1K / 2)
+    assert t["cpu_contention"]["lost_s"] == 0.0 and t["trace_window"]["lost_s"] == 0.0
+    assert "framework" not in t and "input" not in t
+    assert sum(r["lost_s"] for r in t.values()) == pytest.approx(measured_s - ideal_s)
+    assert t["not_explained"]["lost_s"] == pytest.approx(0.0, abs=1e-9)
+    w = a.waterfall[a.waterfall["run_id"] == "20260101T000100Z-multi"]
+    assert list(w["term"])[-1] == Term.UNEXPLAINED.value and list(w["order"]) == list(range(len(w)))
+    lost = w["lost_s"].iloc[:-1].tolist()
+    assert lost == sorted(lost, reverse=True), "largest loss first"
+    assert w["share"].sum() == pytest.approx(1.0)
+    assert w["speedup_after"].iloc[-1] == pytest.approx(row["speedup"]) == pytest.approx(11.5 / 7.5)
+    assert w["speedup_lost"].sum() == pytest.approx(2.0 - 11.5 / 7.5)
+
+
+def test_a_traced_baseline_keeps_framework_and_input_apart(tmp_path: Path) -> None:
+    base = write_run(tmp_path, "20260101T000000Z-single", mode="single", hosts=(("vm", 2.0, 1),), busy={0: 1.0},
+                     transfer=0.0, cpu={0: 150.0}, trace=True)[0]
+    assert base.exists()
+    write_run(tmp_path, "20260101T000100Z-multi")
+    a = analyze(None, tmp_path, "20260101T000000Z-single")
+    t = _terms(a, "20260101T000100Z-multi")
+    assert t["framework"]["lost_s"] == pytest.approx(0.25 * 0.275 * PER_1K - 0.25 * 1.0 * PER_1K / 2)
+    assert t["compute"]["lost_s"] == pytest.approx(0.75 * 0.275 * PER_1K - 0.75 * 1.0 * PER_1K / 2)
+    assert t["input"]["lost_s"] == pytest.approx(0.05 * PER_1K - 0.05 * PER_1K / 2)
+    assert t["not_explained"]["lost_s"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_workers_on_the_baselines_own_cores_have_an_ideal_of_one(tmp_path: Path) -> None:
+    single_run(tmp_path, "20260101T000000Z-single")
+    write_run(tmp_path, "20260101T000100Z-multi", hosts=(("vm", 2.0, 4),), busy=dict.fromkeys(range(4), 0.3))
+    a = analyze(None, tmp_path, "20260101T000000Z-single")
+    assert a.runs.set_index("run_id").loc["20260101T000100Z-multi", "ideal_speedup"] == pytest.approx(1.0)
+
+
+def test_a_ps_run_and_a_run_without_a_baseline_have_none(tmp_path: Path) -> None:
+    single_run(tmp_path, "20260101T000000Z-single")
+    write_run(tmp_path, "20260101T000100Z-ps", mode="ps")
+    a = analyze(None, tmp_path, "20260101T000000Z-single")
+    assert a.waterfall.empty
+    write_run(tmp_path / "alone", "20260101T000200Z-multi")
+    assert analyze(None, tmp_path / "alone").waterfall.empty
+
+
+def test_the_verdict_terminal_json_and_html_carry_it(runs: Path) -> None:
+    a = analyze(None, runs, "20260101T000000Z-single")
+    [line] = [v for v in a.verdict if v.startswith("Where the speedup went")]
+    assert "of the 2.00x that its compute could give (4 cores against the baseline's 2)" in line
+    assert "waiting for the slowest worker took" in line and "1.53x measured" in line
+    out = io.StringIO()
+    console.render(a, out, console.RenderOptions(width=140))
+    assert "where the speedup went: 20260101T000100Z-multi" in out.getvalue()
+    data = json.loads(_json(a))
+    rows = data["waterfall"]
+    assert {r["term"] for r in rows} == {"compute", "allreduce", "wait", "outside_steps", "trace_window",
+                                         "cpu_contention", "not_explained"}
+    assert math.isclose(sum(r["lost_s"] for r in rows), (7.5 - 11.5 / 2) * EPOCH_1K, rel_tol=1e-9)
+    assert set(rows[0]) == set(report_json.KEYS["waterfall"])
+    assert "Where the speedup went: 20260101T000100Z-multi" in html.page(a)
+
+
+def _json(a) -> str:
+    out = io.StringIO()
+    report_json.render(a, out)
+    return out.getvalue()
