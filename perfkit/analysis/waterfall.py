@@ -86,8 +86,10 @@ COLUMNS = ["run_id", "order", "term", "words", "run_s", "ideal_s", "lost_s", "sh
 
 
 def run_parts(record: RunRecord, epochs: pd.DataFrame, split: StepSplit | None, trace: pd.DataFrame | None,
-              window: WindowCost | None, oversub: Oversubscription | None) -> dict[str, float]:
-    """One run's parts of a steady epoch, seconds per 1,000 samples (NaN: not measured), and its cores."""
+              window: WindowCost | None, oversub: Oversubscription | None, r: float | None = None
+              ) -> dict[str, float]:
+    """One run's parts of a steady epoch, seconds per 1,000 samples (NaN: not measured), and its cores.
+    ``r``: the split's trace factor when the what-if already found it (``whatif.trace_factor``)."""
     out = dict.fromkeys(ROW_COLUMNS, math.nan)
     out[CORES] = compute_cores(record.run)
     steady = _steady(epochs)
@@ -102,7 +104,7 @@ def run_parts(record: RunRecord, epochs: pd.DataFrame, split: StepSplit | None, 
     traced_here = window is not None and window.epoch + 1 in set(steady["epoch"])
     out[Term.TRACE.column] = max(0.0, window.extra_s) * per_1k if traced_here else 0.0
     if split is not None:
-        out.update(_split_parts(split, trace, record.steps, oversub))
+        out.update(_split_parts(split, trace, record.steps, oversub, r))
     return out
 
 
@@ -121,7 +123,7 @@ def _mean_step_total(steps: pd.DataFrame) -> float:
 
 
 def _split_parts(split: StepSplit, trace: pd.DataFrame | None, steps: pd.DataFrame,
-                 oversub: Oversubscription | None) -> dict[str, float]:
+                 oversub: Oversubscription | None, r: float | None) -> dict[str, float]:
     """Per 1,000 samples of the compared steps: the split's terms, mean over workers and steps."""
     df = split.steps
     width = int(max(df["step"].max(), steps["step"].max())) + 1
@@ -133,7 +135,7 @@ def _split_parts(split: StepSplit, trace: pd.DataFrame | None, steps: pd.DataFra
     # Traced steps run slower by the profiler's own cost, which the trace window term holds; it slows every
     # part (a traced straggler also makes the others wait longer), so each is taken at the untraced steps'
     # pace: x r, the untraced over the traced median step (whatif.trace_factor; 1 for an estimate).
-    scale *= trace_factor(steps, split)
+    scale *= trace_factor(steps, split) if r is None else r
     busy = float(df["busy_s"].mean())
     framework = _framework(df, trace, width) if split.source == "trace" else math.nan
     contention = min(oversub.waited_s, busy) if oversub is not None else 0.0
