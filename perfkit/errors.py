@@ -33,6 +33,12 @@ class RunFailed(PerfkitError):
     exit_code = 1
 
 
+class Regression(PerfkitError):
+    """``perfkit diff --fail-if-slower``: B is slower than A by more than the threshold, beyond the noise."""
+
+    exit_code = 1
+
+
 class RunInterrupted(PerfkitError):
     """The user pressed Ctrl-C; the run is marked ``interrupted`` and its records kept."""
 

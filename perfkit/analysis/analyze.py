@@ -67,6 +67,7 @@ def analyze_selection(sel: Selection) -> Analysis:
     baseline_id = sel.baseline.run_id if sel.baseline else None
     figures = [_figures(run, run.run_id == baseline_id) for run in sel.runs]
     runs = _relative(pd.DataFrame([f.row for f in figures], columns=RUN_COLUMNS), baseline_id)
+    goodput = _cat([f.goodput for f in figures])
     analysis = Analysis(
         baseline_id=baseline_id, baseline_note=sel.baseline_note, runs=runs,
         epochs=_cat([f.epochs for f in figures]), workers=_cat([f.workers for f in figures]),
@@ -74,7 +75,7 @@ def analyze_selection(sel: Selection) -> Analysis:
         placement=_cat([f.placement for f in figures]), cpu_timeline=_cat([f.timeline for f in figures]),
         ops=_cat([f.ops for f in figures]), step_timeline=_cat([f.steps_timeline for f in figures]),
         advice=_cat([f.advice for f in figures]), startup=_cat([f.startup for f in figures]),
-        waterfall=waterfall_table(runs, baseline_id), goodput=_cat([f.goodput for f in figures]),
+        waterfall=waterfall_table(runs, baseline_id, goodput), goodput=goodput,
         excluded=pd.DataFrame([vars(e) for e in sel.excluded], columns=["run_id", "path", "reason"]),
         verifications=verification_table({r.run_id: r.meta for r in sel.runs}, runs,
                                          _cat([f.workers for f in figures])),

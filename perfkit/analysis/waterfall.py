@@ -81,7 +81,7 @@ _HOME = {Term.FRAMEWORK: Term.COMPUTE, Term.CONTENTION: Term.COMPUTE, Term.INPUT
 CORES = "wf_cores"
 STEPS = "wf_steps_s"
 ROW_COLUMNS = [t.column for t in MEASURED] + [STEPS, CORES]
-COLUMNS = ["run_id", "order", "term", "words", "run_s", "ideal_s", "lost_s", "share", "speedup_lost",
+COLUMNS = ["run_id", "level", "order", "term", "words", "run_s", "ideal_s", "lost_s", "share", "speedup_lost",
            "speedup_after"]
 
 
@@ -164,14 +164,19 @@ def compute_cores(meta: RunMeta) -> float:
     return float(sum(known)) if known and len(known) == len(hosts) else math.nan
 
 
-def waterfall_table(runs: pd.DataFrame, baseline_id: str | None) -> pd.DataFrame:
+def waterfall_table(runs: pd.DataFrame, baseline_id: str | None, goodput: pd.DataFrame | None = None
+                    ) -> pd.DataFrame:
     """Per synchronous run other than the baseline (``runs``: the analysis' run rows, with ``ROW_COLUMNS``):
-    one row per term, largest loss first and ``not explained`` last (``COLUMNS``)."""
+    one row per term, largest loss first and ``not explained`` last (``COLUMNS``), for a steady epoch
+    (``level`` steady) and, from the goodput ledgers, for the whole command (``level`` command)."""
     base = runs[runs["run_id"] == baseline_id] if baseline_id else runs.iloc[0:0]
     if base.empty or CORES not in runs:
         return pd.DataFrame(columns=COLUMNS)
     b = base.iloc[0]
-    frames = [_one(r, b) for _, r in runs.iterrows() if r["run_id"] != baseline_id and r["mode"] != "ps"]
+    frames = []
+    for _, r in runs.iterrows():
+        if r["run_id"] != baseline_id and r["mode"] != "ps":
+            frames += [_one(r, b), command_rows(r, b, goodput) if goodput is not None else None]
     frames = [f for f in frames if f is not None]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
 
@@ -195,7 +200,19 @@ def _one(run: Any, base: Any) -> pd.DataFrame | None:
     if own is None or other is None:
         return None
     mine, theirs = _fold(own[0], other[0], other[1])
-    lost = {t: mine[t] - theirs[t] / ideal for t in mine}
+    return _rows(run["run_id"], STEADY, ideal, (measured_s, base_s), mine, theirs)
+
+
+STEADY, COMMAND = "steady", "command"  # the two levels: a steady epoch, and the whole command
+
+
+def _rows(run_id: str, level: str, ideal: float, times: tuple[float, float], mine: dict[Any, float],
+          theirs: dict[Any, float]) -> pd.DataFrame:
+    """One level's rows: each part's loss against the baseline's part over the ideal, largest first, and
+    ``not explained`` (the measured gap less them all) last. ``times``: the run's and the baseline's
+    seconds per 1,000 samples."""
+    measured_s, base_s = times
+    lost: dict[Any, float] = {t: mine[t] - theirs.get(t, 0.0) / ideal for t in mine}
     gap_s = measured_s - base_s / ideal
     lost[Term.UNEXPLAINED] = gap_s - sum(lost.values())
     speedup_gap = ideal - base_s / measured_s
@@ -205,11 +222,32 @@ def _one(run: Any, base: Any) -> pd.DataFrame | None:
         share = lost[term] / gap_s if gap_s else math.nan
         took = speedup_gap * share if gap_s else 0.0
         after -= took
-        rows.append({"run_id": run["run_id"], "order": i, "term": term.value, "words": term.words,
+        rows.append({"run_id": run_id, "level": level, "order": i, "term": term.value, "words": term.words,
                      "run_s": mine.get(term, math.nan), "ideal_s": theirs.get(term, 0.0) / ideal
                      if term is not Term.UNEXPLAINED else math.nan, "lost_s": lost[term], "share": share,
                      "speedup_lost": took, "speedup_after": after})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def command_rows(run: Any, base: Any, goodput: pd.DataFrame) -> pd.DataFrame | None:
+    """The whole command's level: the goodput ledger's buckets (mean over the workers) per 1,000 of the
+    samples the run trained, against the baseline's over the ideal. The buckets add up to the span, so
+    ``not explained`` is zero but for rounding."""
+    from perfkit.analysis.goodput import Bucket
+
+    ideal = ideal_speedup(run, base)
+    sides = []
+    for row in (run, base):
+        own = goodput[goodput["run_id"] == row["run_id"]] if not goodput.empty else goodput
+        samples = float(row["samples"])
+        if own.empty or not samples > 0:
+            return None
+        per_1k = 1000.0 / samples
+        sides.append(({b: float(own[b.column].mean()) * per_1k for b in Bucket}, float(own["span_s"].mean()) * per_1k))
+    if not math.isfinite(ideal):
+        return None
+    (mine, measured_s), (theirs, base_s) = sides
+    return _rows(run["run_id"], COMMAND, ideal, (measured_s, base_s), mine, theirs)
 
 
 def _parts(row: Any) -> tuple[dict[Term, float], bool] | None:

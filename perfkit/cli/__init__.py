@@ -25,6 +25,7 @@ def _register() -> None:
         check,
         compare,
         data,
+        diff,
         export,
         launch,
         run,

@@ -60,6 +60,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
              "perfkit tune --cluster examples/blog-cluster.toml --preset quick"),
     "analyze": ("perfkit analyze", "perfkit analyze results/RUN_ID --format json --no-html"),
     "export": ("perfkit export RUN_ID", "perfkit export results/RUN_ID --output run.trace.json.gz"),
+    "diff": ("perfkit diff SINGLE_RUN MULTI_RUN", "perfkit diff A1,A2,A3 B1,B2,B3 --fail-if-slower 5",
+             "perfkit diff A B --format json --output diff.json --html diff.html"),
     "runs": ("perfkit runs",),
     "tensorboard": ("perfkit tensorboard", "perfkit tensorboard --port 6007"),
     "data generate": ("perfkit data generate --preset quick", "perfkit data generate --players 5000 --out p.csv"),

@@ -21,6 +21,7 @@ from rich.table import Table
 from perfkit.cli._progress import ProgressObserver, WarningsOnly
 
 if TYPE_CHECKING:
+    from perfkit.analysis.load import LoadedRun
     from perfkit.analysis.result import Analysis
     from perfkit.analysis.summary import RunSummary
     from perfkit.config import RunConfig
@@ -282,3 +283,23 @@ def latest_report(results_dir: Path) -> Path | None:
     """The newest report under ``<results-dir>/analysis/`` (the default reports' folders are UTC times)."""
     reports = sorted((results_dir / "analysis").glob("*/report.html"))
     return reports[-1] if reports else None
+
+
+def resolve_run(name: str, results_dir: Path) -> LoadedRun:
+    """RUN as a run directory (with its sibling parts) or a run id under ``results_dir``."""
+    from perfkit.analysis.load import find_run, load_runs
+    from perfkit.errors import UsageError
+    from perfkit.results import RUN_FILE, iter_run_dirs
+
+    path = Path(name)
+    if (path / RUN_FILE).is_file():
+        return load_runs([path], results_dir).runs[0]
+    found = find_run(results_dir, name) if results_dir.is_dir() and "/" not in name else None
+    if found is not None:
+        return found
+    if not results_dir.is_dir():
+        raise UsageError(f"RUN: {name!r} is not a run directory, and --results-dir {results_dir} is not a directory")
+    ids = sorted({p.name.split("--")[0] for p in iter_run_dirs(results_dir)})
+    listed = (", ".join(ids[-5:]) + (f" (and {len(ids) - 5} more: perfkit runs)" if len(ids) > 5 else "")) or "none"
+    raise UsageError(f"RUN: {name!r} is neither a run directory nor a run id under {results_dir}; runs there: "
+                     f"{listed}")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from perfkit.cli._shared import app
+from perfkit.cli._shared import app, resolve_run
 
 if TYPE_CHECKING:
     from perfkit.analysis.load import LoadedRun
@@ -50,7 +50,7 @@ def export_command(
     if output is not None and (output.is_dir() or not output.name.endswith(".gz")):
         raise UsageError(f"--output: {output} is a directory; give a file path ending in .gz" if output.is_dir()
                          else f"--output: {output.name} does not end in .gz; the file is gzipped (e.g. x{SUFFIX})")
-    loaded = _resolve(run, results_dir)
+    loaded = resolve_run(run, results_dir)
     path = output or loaded.paths[0].parent / f"{loaded.run_id}{SUFFIX}"
     events = trace_events(loaded, max_events)
     try:
@@ -58,26 +58,6 @@ def export_command(
     except OSError as exc:
         raise UsageError(f"--output: cannot write {path} ({exc.strerror or exc})") from None
     typer.echo(_summary(events, path))
-
-
-def _resolve(name: str, results_dir: Path) -> LoadedRun:
-    """RUN as a run directory (with its sibling parts) or a run id under ``results_dir``."""
-    from perfkit.analysis.load import find_run, load_runs
-    from perfkit.errors import UsageError
-    from perfkit.results import RUN_FILE, iter_run_dirs
-
-    path = Path(name)
-    if (path / RUN_FILE).is_file():
-        return load_runs([path], results_dir).runs[0]
-    found = find_run(results_dir, name) if results_dir.is_dir() and "/" not in name else None
-    if found is not None:
-        return found
-    if not results_dir.is_dir():
-        raise UsageError(f"RUN: {name!r} is not a run directory, and --results-dir {results_dir} is not a directory")
-    ids = sorted({p.name.split("--")[0] for p in iter_run_dirs(results_dir)})
-    listed = (", ".join(ids[-5:]) + (f" (and {len(ids) - 5} more: perfkit runs)" if len(ids) > 5 else "")) or "none"
-    raise UsageError(f"RUN: {name!r} is neither a run directory nor a run id under {results_dir}; runs there: "
-                     f"{listed}")
 
 
 def _other(loaded: LoadedRun, events: TraceEvents, fmt: str) -> dict[str, Any]:

@@ -78,6 +78,28 @@ def _waterfall_holds(doc: dict[str, Any], multi: dict[str, Any], base: dict[str,
     assert abs(rows[-1]["share"]) <= 0.10, f"not explained is {rows[-1]['share']:.0%} of the lost time: {terms}"
 
 
+def test_diff_names_what_a_budget_change_moved_and_gates_ci_on_it(verified: tuple[Path, Any]) -> None:
+    """The verification run is the multi run with the slow host's worker given the median worker's budget: a
+    known change. `perfkit diff MULTI VERIFY` finds B faster beyond the noise, the wait for the slowest
+    shrunk, and the slow worker's ops among those that moved; `--fail-if-slower` fails the reverse."""
+    results, _ = verified
+    runs = sorted(p for p in results.iterdir() if (p / "run.json").is_file())
+    multi, verify = runs[1], runs[2]
+    proc = _perfkit("diff", str(multi), str(verify), "--format", "json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    figures = {f["figure"]: f for f in doc["figures"]}
+    assert doc["slowdown_hi"] < 0, (doc["slowdown"], doc["slowdown_lo"], doc["slowdown_hi"], doc["band"])
+    assert figures["steady_samples_per_s"]["call"] == "significant" and figures["steady_samples_per_s"]["change"] > 0
+    assert figures["wait_s"]["change"] < 0, figures["wait_s"]
+    moved = [(o["worker"], o["change_ms_per_1k"]) for o in doc["ops"]]
+    assert any(w == 1 and change < 0 for w, change in moved), moved  # the slow host's worker got faster
+    gate = _perfkit("diff", str(verify), str(multi), "--fail-if-slower", "5")
+    assert gate.returncode == 1, (gate.stdout[-1500:], gate.stderr[-1500:])
+    assert "more than --fail-if-slower 5% beyond the noise" in gate.stderr and "Traceback" not in gate.stderr
+    assert _perfkit("diff", str(multi), str(verify), "--fail-if-slower", "5").returncode == 0
+
+
 def test_compare_verify_runs_the_what_if_and_reports_predicted_against_measured(verified: tuple[Path, Any]) -> None:
     results, proc = verified
     runs = sorted(p for p in results.iterdir() if (p / "run.json").is_file())

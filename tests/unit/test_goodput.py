@@ -14,7 +14,7 @@ from perfkit.analysis.analyze import analyze
 from perfkit.analysis.goodput import Bucket
 from perfkit.analysis.renderers import console, html
 from perfkit.analysis.renderers import json as report_json
-from tests.unit._analysis_runs import WALL0, set_meta, write_run
+from tests.unit._analysis_runs import WALL0, set_meta, single_run, write_run
 
 S = 1_000_000_000
 
@@ -83,3 +83,20 @@ def test_the_verdict_terminal_and_json_carry_it(run: Path) -> None:
     page = html.page(a)
     assert "<h2>Goodput: where the time of the whole command went, per worker</h2>" in page
     assert '"barmode":"stack"' in page and '"name":"training steps"' in page
+
+
+def test_the_whole_commands_waterfall_is_the_ledgers_buckets_against_the_baselines(run: Path) -> None:
+    # the baseline: 3 epochs of 10 steps of 1.05 s and 1 s of validation (34.5 s) on 2 cores, its command
+    # 3 s before and 1 s after: 38.5 s for the same 1,920 samples; the run: 29.5 s on 4 cores (ideal 2x)
+    base = single_run(run.parent, "20260101T000000Z-single")
+    set_meta(base, command_started_wall_ns=WALL0 - 3 * S, ended=_iso(WALL0 + int(35.5 * S)))
+    a = analyze(None, run.parent, base.name)
+    w = a.waterfall[(a.waterfall["run_id"] == run.name) & (a.waterfall["level"] == "command")]
+    assert list(w["term"])[-1] == "not_explained" and abs(w["lost_s"].iloc[-1]) < 1e-9
+    per_1k = 1000 / 1920
+    assert w["lost_s"].sum() == pytest.approx((29.5 - 38.5 / 2) * per_1k)
+    assert w["speedup_after"].iloc[-1] == pytest.approx(38.5 / 29.5)
+    terms = w.set_index("term")
+    assert terms.loc["startup", "lost_s"] == pytest.approx((5.0 - 3.0 / 2) * per_1k)
+    [line] = [v for v in a.verdict if v.startswith("Over the whole command")]
+    assert f"the speedup is {38.5 / 29.5:.2f}x of the 2.00x" in line

@@ -32,7 +32,7 @@ def runs(tmp_path: Path) -> Path:
 
 
 def _terms(a, run_id: str) -> dict[str, dict]:
-    w = a.waterfall[a.waterfall["run_id"] == run_id]
+    w = a.waterfall[(a.waterfall["run_id"] == run_id) & (a.waterfall["level"] == "steady")]
     return {r["term"]: r for r in w.to_dict("records")}
 
 
@@ -53,7 +53,7 @@ def test_each_term_is_the_runs_part_less_the_baselines_over_the_ideal_and_they_s
     assert "framework" not in t and "input" not in t
     assert sum(r["lost_s"] for r in t.values()) == pytest.approx(measured_s - ideal_s)
     assert t["not_explained"]["lost_s"] == pytest.approx(0.0, abs=1e-9)
-    w = a.waterfall[a.waterfall["run_id"] == "20260101T000100Z-multi"]
+    w = a.waterfall[(a.waterfall["run_id"] == "20260101T000100Z-multi") & (a.waterfall["level"] == "steady")]
     assert list(w["term"])[-1] == Term.UNEXPLAINED.value and list(w["order"]) == list(range(len(w)))
     lost = w["lost_s"].iloc[:-1].tolist()
     assert lost == sorted(lost, reverse=True), "largest loss first"

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def waterfall_figure(a: Analysis, run_id: str) -> dict[str, Any]:
-    w = a.waterfall[a.waterfall["run_id"] == run_id]
+    w = a.waterfall[(a.waterfall["run_id"] == run_id) & (a.waterfall["level"] == "steady")]
     row = a.runs[a.runs["run_id"] == run_id].iloc[0]
     labels = ["ideal", *w["words"].tolist(), "measured"]
     values = [float(row["ideal_speedup"]), *(-w["speedup_lost"]).tolist(), float(row["speedup"])]

@@ -262,18 +262,21 @@ def advice_table(a: Analysis, run_id: str) -> Table:
     return t
 
 
-def waterfall_table(a: Analysis, run_id: str) -> Table:
-    """The speedup waterfall (analysis/waterfall.py): from the ideal to the measured speedup, term by term."""
-    w = a.waterfall[a.waterfall["run_id"] == run_id]
+def waterfall_table(a: Analysis, run_id: str, level: str = "steady") -> Table:
+    """The speedup waterfall (analysis/waterfall.py): from the ideal to the measured speedup, term by term, of
+    a steady epoch (``level`` steady) or of the whole command (command: the goodput ledger's buckets)."""
+    w = a.waterfall[(a.waterfall["run_id"] == run_id) & (a.waterfall["level"] == level)]
     row = a.runs[a.runs["run_id"] == run_id].iloc[0]
-    t = _table(f"where the speedup went: {run_id}", ["term", "run", "ideal", "lost", "of lost", "speedup"],
-               left=(*_LEFT, "term"))
+    whole = level == "command"
+    t = _table(f"where the speedup went{' over the whole command' if whole else ''}: {run_id}",
+               ["term", "run", "ideal", "lost", "of lost", "speedup"], left=(*_LEFT, "term"))
     t.add_row("ideal: the compute given over the baseline's", "", "", "", "", fmt(row["ideal_speedup"], ".2f", "x"))
     for r in w.itertuples(index=False):
         t.add_row(r.words, fmt(r.run_s, ".3f"), fmt(r.ideal_s, ".3f"), fmt(r.lost_s, "+.3f"), fmt(r.share, ".0%"),
                   fmt(r.speedup_after, ".2f", "x") + f" ({-r.speedup_lost:+.2f})")
-    t.caption = ("seconds per 1,000 samples of a steady epoch: the run's, the baseline's over the ideal, and the "
-                 "difference; speedup: what is left after each term (its part of ideal - measured)")
+    t.caption = (f"seconds per 1,000 samples {'the command trained' if whole else 'of a steady epoch'}: the run's, "
+                 "the baseline's over the ideal, and the difference; speedup: what is left after each term (its "
+                 "part of ideal - measured)")
     return t
 
 
@@ -330,8 +333,10 @@ def _tables(a: Analysis, console: Console) -> None:
                 console.print(workers_table(a, r.run_id))
             if isinstance(r.split_source, str) and r.split_source:
                 console.print(split_table(a, r.run_id, r.split_note))
-            if not a.waterfall.empty and (a.waterfall["run_id"] == r.run_id).any():
-                console.print(waterfall_table(a, r.run_id))
+            mine = a.waterfall[a.waterfall["run_id"] == r.run_id] if not a.waterfall.empty else a.waterfall
+            for level in ("steady", "command"):
+                if not mine.empty and (mine["level"] == level).any():
+                    console.print(waterfall_table(a, r.run_id, level))
             if not a.advice.empty and (a.advice["run_id"] == r.run_id).any():
                 console.print(advice_table(a, r.run_id))
         for frame, table in ((a.processes, processes_table), (a.hosts, hosts_table),

@@ -255,9 +255,13 @@ KEYS: dict[str, dict[str, str]] = {
         "scaled likewise", "overlap_s": "all-reduce hidden under compute, scaled likewise (null: unknown)",
         "straggler": "this worker computed longest in this step"},
     "waterfall": {
-        "run_id": "the run (every synchronous run but the baseline)", "order": "0 for the largest loss; the last "
-        "row is not_explained", "term": "compute, framework, cpu_contention, input, allreduce, wait, "
-        "outside_steps, trace_window or not_explained (docs/figures.md)", "words": "the term in words",
+        "run_id": "the run (every synchronous run but the baseline)", "level": "steady: a steady epoch (the "
+        "verdict's speedup), its terms the step split's parts, time outside the steps and the trace window; "
+        "command: the whole command, its terms the goodput ledger's buckets (goodput[] term names), per 1,000 "
+        "samples trained", "order": "0 for the largest loss; the last "
+        "row is not_explained", "term": "steady: compute, framework, cpu_contention, input, allreduce, "
+        "wait, outside_steps, trace_window; command: the goodput buckets; both end with not_explained "
+        "(docs/figures.md)", "words": "the term in words",
         "run_s": "the run's part, seconds per 1,000 samples of a steady epoch (null for not_explained)",
         "ideal_s": "the baseline's part / ideal_speedup: the part if the baseline's work were spread perfectly "
         "over the run's compute", "lost_s": "run_s - ideal_s; not_explained: the measured time - the ideal - "

@@ -1,0 +1,258 @@
+"""`perfkit diff A B`: two runs, or two sets of repeated runs, side by side, each difference marked
+significant or within noise (docs/diff.md).
+
+Both sides are analysed together with A's first run as the baseline (``analyze.analyze_selection``), so B
+gets its speedup, waterfall and goodput against A. Then, per figure (``FIGURES``: throughput, step split,
+straggler, CPU per 1,000 samples, goodput), A's and B's values (means over each side's runs) and B's
+change. The noise band of a figure is the larger of the two sides' spread over their runs (max - min over
+the mean) when both sides have repeats; with one run a side, throughput gets a per-step bootstrap (each
+side's steady steps resampled, ``BOOTSTRAP`` times: the 95% interval of the ratio of their mean time per
+sample), which holds step-to-step noise only and says so, and other figures have no band. Per worker, the
+traced ops whose time per 1,000 of that worker's samples grew or shrank most (B's worker against A's
+worker of the same index, or A's only worker). Analysers only compute; renderers draw.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfkit.analysis.analyze import analyze_selection
+from perfkit.analysis.load import LoadedRun
+from perfkit.analysis.result import Analysis
+from perfkit.analysis.select import Selection, workload
+from perfkit.analysis.stragglers import step_keys
+
+BOOTSTRAP = 2000
+TOP_OPS = 10
+
+
+class Better(str, Enum):
+    """Which way a figure improves."""
+
+    HIGHER = "higher"
+    LOWER = "lower"
+
+
+class Call(str, Enum):
+    """A difference, judged against the noise band."""
+
+    SIGNIFICANT = "significant"
+    WITHIN_NOISE = "within noise"
+    NO_BAND = "no band"  # one run a side and no per-step resampling of this figure
+
+
+# figure -> (words, where it is: runs row or workers mean, which way is better)
+FIGURES: dict[str, tuple[str, str, Better]] = {
+    "steady_samples_per_s": ("throughput (steady samples/s)", "runs", Better.HIGHER),
+    "steady_epoch_s": ("steady epoch s", "runs", Better.LOWER),
+    "step_mean_s": ("step s (mean over workers)", "workers", Better.LOWER),
+    "compute_s": ("compute s per step", "workers", Better.LOWER),
+    "transfer_s": ("exposed all-reduce s per step", "workers", Better.LOWER),
+    "wait_s": ("wait for the slowest s per step", "workers", Better.LOWER),
+    "input_s": ("input s per step", "workers", Better.LOWER),
+    "straggler_cost": ("waiting cost (share of step time)", "runs", Better.LOWER),
+    "slowest_speed_score": ("slowest worker's speed score", "runs", Better.HIGHER),
+    "cpu_s_per_1k_samples": ("CPU-seconds per 1,000 samples", "runs", Better.LOWER),
+    "goodput": ("goodput", "runs", Better.HIGHER),
+}
+FIGURE_COLUMNS = ["figure", "words", "better", "a", "b", "change", "band", "band_basis", "call"]
+OP_COLUMNS = ["worker", "a_worker", "op", "a_ms_per_1k", "b_ms_per_1k", "change_ms_per_1k", "call"]
+
+
+@dataclass(frozen=True)
+class Diff:
+    a: tuple[str, ...]  # run ids of side A (the first is the baseline of the analysis)
+    b: tuple[str, ...]
+    analysis: Analysis  # both sides together, A's first run the baseline
+    figures: pd.DataFrame  # FIGURE_COLUMNS
+    ops: pd.DataFrame  # OP_COLUMNS
+    slowdown: float  # B's time per sample over A's, minus 1 (0.1: B is 10% slower)
+    slowdown_lo: float  # its noise band's ends (NaN: none)
+    slowdown_hi: float
+    band_note: str  # how the band was found, in words
+    notes: tuple[str, ...]  # what is not comparable, said once
+
+
+def diff(a: list[LoadedRun], b: list[LoadedRun], seed: int = 0) -> Diff:
+    ids_a, ids_b = tuple(r.run_id for r in a), tuple(r.run_id for r in b)
+    sel = Selection(tuple(a + b), a[0], "side A of perfkit diff", (), ())
+    analysis = analyze_selection(sel)
+    means = {side: _side_means(analysis, ids) for side, ids in (("a", ids_a), ("b", ids_b))}
+    spread = {side: _side_spread(analysis, ids) for side, ids in (("a", ids_a), ("b", ids_b))}
+    rng = np.random.default_rng(seed)
+    if len(a) > 1 and len(b) > 1:
+        ta, tb = (pd.Series([_time_per_sample(r) for r in side]) for side in (a, b))
+        slow = float(tb.mean() / ta.mean() - 1)
+        band = max(_rel_range(ta), _rel_range(tb))
+        lo, hi, note = slow - band, slow + band, f"the spread of {len(a)} and {len(b)} repeated runs"
+    else:
+        slow, lo, hi = _bootstrap(a, b, rng)
+        note = ("a per-step bootstrap of one run a side: it holds step-to-step noise only and may miss "
+                "day-to-day drift; repeat each side (A1,A2 B1,B2) for a band from the runs")
+    figures = _figures(means, spread, (lo, hi), slow)
+    ops = _ops(a[0], b, analysis, abs(hi - lo) / 2 if math.isfinite(hi - lo) else math.nan)
+    return Diff(ids_a, ids_b, analysis, figures, ops, slow, lo, hi, note, tuple(_notes(a, b)))
+
+
+def _side_means(a: Analysis, ids: tuple[str, ...]) -> dict[str, float]:
+    runs = a.runs[a.runs["run_id"].isin(ids)]
+    out = {}
+    for fig, (_, where, _) in FIGURES.items():
+        if where == "runs":
+            out[fig] = float(pd.to_numeric(runs[fig], errors="coerce").mean()) if fig in runs else math.nan
+        else:
+            w = a.workers[a.workers["run_id"].isin(ids)] if not a.workers.empty else a.workers
+            per_run = w.groupby("run_id")[fig].mean() if fig in w else pd.Series(dtype=float)
+            out[fig] = float(per_run.mean()) if len(per_run) else math.nan
+    return out
+
+
+def _side_spread(a: Analysis, ids: tuple[str, ...]) -> dict[str, float]:
+    """Per figure, the relative range over the side's runs (NaN with one run)."""
+    if len(ids) < 2:
+        return dict.fromkeys(FIGURES, math.nan)
+    runs = a.runs[a.runs["run_id"].isin(ids)]
+    out = {}
+    for fig, (_, where, _) in FIGURES.items():
+        if where == "runs":
+            values = pd.to_numeric(runs[fig], errors="coerce") if fig in runs else pd.Series(dtype=float)
+        else:
+            w = a.workers[a.workers["run_id"].isin(ids)] if fig in a.workers else pd.DataFrame()
+            values = w.groupby("run_id")[fig].mean() if not w.empty else pd.Series(dtype=float)
+        out[fig] = _rel_range(values.dropna())
+    return out
+
+
+def _rel_range(values: pd.Series) -> float:
+    if len(values) < 2 or not values.mean():
+        return math.nan
+    return float((values.max() - values.min()) / abs(values.mean()))
+
+
+def _figures(means: dict[str, dict[str, float]], spread: dict[str, dict[str, float]],
+             slow_band: tuple[float, float], slow: float) -> pd.DataFrame:
+    rows = []
+    for fig, (words, _, better) in FIGURES.items():
+        a, b = means["a"][fig], means["b"][fig]
+        change = b / a - 1 if a and math.isfinite(a) and math.isfinite(b) else math.nan
+        band, basis = max(spread["a"][fig], spread["b"][fig]), "the runs' spread"
+        if fig == "steady_samples_per_s" and math.isfinite(slow_band[0]):
+            # throughput is the inverse of time per sample: its band from the slowdown's
+            lo, hi = 1 / (1 + slow_band[1]) - 1, 1 / (1 + slow_band[0]) - 1
+            band, basis = (hi - lo) / 2, "the slowdown's band"
+            call = _call(change, (lo, hi))
+        elif math.isfinite(band):
+            call = _call(change, (change - band, change + band))
+        else:
+            band, basis, call = math.nan, "", Call.NO_BAND
+        rows.append({"figure": fig, "words": words, "better": better.value, "a": a, "b": b, "change": change,
+                     "band": band, "band_basis": basis, "call": call.value})
+    return pd.DataFrame(rows, columns=FIGURE_COLUMNS)
+
+
+def _call(change: float, interval: tuple[float, float]) -> Call:
+    if not math.isfinite(change):
+        return Call.NO_BAND
+    lo, hi = interval
+    return Call.SIGNIFICANT if lo > 0 or hi < 0 else Call.WITHIN_NOISE
+
+
+def _time_per_sample(run: LoadedRun) -> float:
+    """The steady epochs' mean step time per sample (each step's mean over its workers)."""
+    per = _steady_step_rates(run)
+    return float(per.mean()) if len(per) else math.nan
+
+
+def _steady_step_rates(run: LoadedRun) -> np.ndarray:
+    """Per steady step (epochs after the first): its mean duration over the workers / its global samples."""
+    steps = run.record.steps
+    if steps.empty or "samples" not in steps:
+        return np.array([])
+    if steps["epoch"].nunique() > 1:
+        steps = steps[steps["epoch"] > steps["epoch"].min()]
+    codes, _ = pd.factorize(step_keys(steps, int(steps["step"].max()) + 1))
+    duration = np.bincount(codes, steps["duration_s"].to_numpy(float)) / np.bincount(codes)
+    samples = np.bincount(codes, steps["samples"].to_numpy(float))
+    keep = samples > 0
+    return duration[keep] / samples[keep]
+
+
+def _bootstrap(a: list[LoadedRun], b: list[LoadedRun], rng: np.random.Generator) -> tuple[float, float, float]:
+    """B's slowdown over A from one run a side, and its 95% interval from resampled steady steps."""
+    ra, rb = _steady_step_rates(a[0]), _steady_step_rates(b[0])
+    if len(ra) < 2 or len(rb) < 2:
+        return math.nan, math.nan, math.nan
+    slow = float(rb.mean() / ra.mean() - 1)
+    ma = rng.choice(ra, (BOOTSTRAP, len(ra))).mean(axis=1)
+    mb = rng.choice(rb, (BOOTSTRAP, len(rb))).mean(axis=1)
+    lo, hi = np.percentile(mb / ma - 1, [2.5, 97.5])
+    return slow, float(lo), float(hi)
+
+
+def _ops(a: LoadedRun, b: list[LoadedRun], analysis: Analysis, band: float) -> pd.DataFrame:
+    """Per worker of B's first run, the traced ops whose time per 1,000 of its samples moved most against
+    A's first run (``band``: the slowdown's half-width, as a share of A's time per sample)."""
+    ref, run = _op_rates(a), _op_rates(b[0])
+    if ref.empty or run.empty:
+        return pd.DataFrame(columns=OP_COLUMNS)
+    single = ref["worker"].nunique() == 1
+    ref_worker = run["worker"].map(lambda w: int(ref["worker"].iloc[0]) if single else int(w))
+    merged = run.assign(a_worker=ref_worker).merge(
+        ref.rename(columns={"worker": "a_worker", "ms_per_1k": "a_ms_per_1k"})[["a_worker", "op", "a_ms_per_1k"]],
+        on=["a_worker", "op"], how="outer")
+    merged["worker"] = merged["worker"].fillna(merged["a_worker"]).astype(int)
+    merged = merged.rename(columns={"ms_per_1k": "b_ms_per_1k"}).fillna({"a_ms_per_1k": 0.0, "b_ms_per_1k": 0.0})
+    merged["change_ms_per_1k"] = merged["b_ms_per_1k"] - merged["a_ms_per_1k"]
+    noise_ms = band * _time_per_sample(a) * 1e6 if math.isfinite(band) else math.nan
+    merged["call"] = [Call.NO_BAND.value if not math.isfinite(noise_ms) else
+                      (Call.SIGNIFICANT if abs(c) > noise_ms else Call.WITHIN_NOISE).value
+                      for c in merged["change_ms_per_1k"]]
+    top = merged.reindex(merged["change_ms_per_1k"].abs().sort_values(ascending=False).index).head(TOP_OPS)
+    return top[OP_COLUMNS].reset_index(drop=True)
+
+
+def _op_rates(run: LoadedRun) -> pd.DataFrame:
+    """Per worker and op: milliseconds of self time per 1,000 of that worker's samples in its traced steps."""
+    ops, trace, steps = run.trace_ops, run.trace, run.record.steps
+    if ops is None or ops.empty or trace is None or trace.empty or steps.empty or "samples" not in steps:
+        return pd.DataFrame(columns=["worker", "op", "ms_per_1k"])
+    width = int(max(trace["step"].max(), steps["step"].max())) + 1
+    out = []
+    for w, own in ops.groupby("worker"):
+        mine = steps[steps["worker"] == w]
+        keys = pd.unique(step_keys(trace[trace["worker"] == w], width))
+        samples = float(mine["samples"].to_numpy(float)[np.isin(step_keys(mine, width), keys)].sum())
+        if samples > 0:
+            out.append(pd.DataFrame({"worker": int(w), "op": own["name"].astype(str).to_numpy(),
+                                     "ms_per_1k": own["total_s"].to_numpy(float) / samples * 1e6}))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["worker", "op", "ms_per_1k"])
+
+
+def _notes(a: list[LoadedRun], b: list[LoadedRun]) -> list[str]:
+    """What differs between the sides beyond the change compared, said once."""
+    notes = []
+    ra, rb = a[0].meta, b[0].meta
+    if workload(ra) != workload(rb):
+        notes.append("the sides ran different workloads or data: compared per sample only")
+    if ra.config.get("batch_size") != rb.config.get("batch_size"):
+        notes.append(f"global batch {ra.config.get('batch_size')} against {rb.config.get('batch_size')}: "
+                     "compared per sample")
+    if a[0].num_workers != b[0].num_workers:
+        notes.append(f"{a[0].num_workers} against {b[0].num_workers} workers: per-step figures are each side's "
+                     "mean over its workers; ops per 1,000 of each worker's samples")
+    for side, runs in (("A", a), ("B", b)):
+        untraced = [r.run_id for r in runs if r.trace is None]
+        if untraced:
+            notes.append(f"side {side} has no trace ({', '.join(untraced)}): its ops are left out")
+    return notes
+
+
+def summary_row(d: Diff) -> dict[str, Any]:
+    return {"a": list(d.a), "b": list(d.b), "slowdown": d.slowdown, "slowdown_lo": d.slowdown_lo,
+            "slowdown_hi": d.slowdown_hi, "band": d.band_note, "notes": list(d.notes)}
