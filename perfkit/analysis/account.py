@@ -37,7 +37,9 @@ def command_waterfall_line(row: Any, waterfall: pd.DataFrame) -> str:
          else waterfall)
     if w.empty:
         return ""
-    top = [t for t in w.iloc[:-1].itertuples(index=False) if abs(t.share) >= 0.02][:3]
+    terms = w.iloc[:-1]
+    top = [t for t in terms.reindex(terms["lost_s"].abs().sort_values(ascending=False).index).itertuples(index=False)
+           if abs(t.share) >= 0.02][:3]
     return (f"Over the whole command (start to end, per sample) the speedup is {w['speedup_after'].iloc[-1]:.2f}x "
             f"of the {row.ideal_speedup:.2f}x; " + ", ".join(f"{t.words} {_took(t.speedup_lost)}" for t in top)
             + " (the goodput ledger's buckets against the baseline's).")

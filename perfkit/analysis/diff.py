@@ -42,7 +42,8 @@ class Better(str, Enum):
 class Call(str, Enum):
     """A difference, judged against the noise band."""
 
-    SIGNIFICANT = "significant"
+    SIGNIFICANT = "significant"  # outside the band of repeated runs' spread
+    BEYOND_STEPS = "beyond per-step noise"  # one run a side: outside the per-step band, which holds no drift
     WITHIN_NOISE = "within noise"
     NO_BAND = "no band"  # one run a side and no per-step resampling of this figure
 
@@ -93,10 +94,12 @@ def diff(a: list[LoadedRun], b: list[LoadedRun], seed: int = 0) -> Diff:
         lo, hi, note = slow - band, slow + band, f"the spread of {len(a)} and {len(b)} repeated runs"
     else:
         slow, lo, hi = _bootstrap(a, b, rng)
-        note = ("a per-step bootstrap of one run a side: it holds step-to-step noise only and may miss "
-                "day-to-day drift; repeat each side (A1,A2 B1,B2) for a band from the runs")
-    figures = _figures(means, spread, (lo, hi), slow)
-    ops = _ops(a[0], b, analysis, abs(hi - lo) / 2 if math.isfinite(hi - lo) else math.nan)
+        note = ("a per-step bootstrap of one run a side: it holds step-to-step noise only, not the drift "
+                "between runs of one configuration, so a change beyond it may still be noise; repeat each side "
+                "(A1,A2,A3 B1,B2,B3) for a band from the runs")
+    repeats = len(a) > 1 and len(b) > 1
+    figures = _figures(means, spread, (lo, hi), repeats)
+    ops = _ops(a[0], b, abs(hi - lo) / 2 if math.isfinite(hi - lo) else math.nan, repeats)
     return Diff(ids_a, ids_b, analysis, figures, ops, slow, lo, hi, note, tuple(_notes(a, b)))
 
 
@@ -136,7 +139,7 @@ def _rel_range(values: pd.Series) -> float:
 
 
 def _figures(means: dict[str, dict[str, float]], spread: dict[str, dict[str, float]],
-             slow_band: tuple[float, float], slow: float) -> pd.DataFrame:
+             slow_band: tuple[float, float], repeats: bool) -> pd.DataFrame:
     rows = []
     for fig, (words, _, better) in FIGURES.items():
         a, b = means["a"][fig], means["b"][fig]
@@ -146,9 +149,9 @@ def _figures(means: dict[str, dict[str, float]], spread: dict[str, dict[str, flo
             # throughput is the inverse of time per sample: its band from the slowdown's
             lo, hi = 1 / (1 + slow_band[1]) - 1, 1 / (1 + slow_band[0]) - 1
             band, basis = (hi - lo) / 2, "the slowdown's band"
-            call = _call(change, (lo, hi))
+            call = _call(change, (lo, hi), repeats)
         elif math.isfinite(band):
-            call = _call(change, (change - band, change + band))
+            call = _call(change, (change - band, change + band), repeats)
         else:
             band, basis, call = math.nan, "", Call.NO_BAND
         rows.append({"figure": fig, "words": words, "better": better.value, "a": a, "b": b, "change": change,
@@ -156,11 +159,15 @@ def _figures(means: dict[str, dict[str, float]], spread: dict[str, dict[str, flo
     return pd.DataFrame(rows, columns=FIGURE_COLUMNS)
 
 
-def _call(change: float, interval: tuple[float, float]) -> Call:
+def _call(change: float, interval: tuple[float, float], repeats: bool) -> Call:
+    """Outside the band: significant with repeats on both sides; with one run a side only beyond the
+    per-step noise (run-to-run drift is not in its band: benchmarks/measurements, "perfkit diff")."""
     if not math.isfinite(change):
         return Call.NO_BAND
     lo, hi = interval
-    return Call.SIGNIFICANT if lo > 0 or hi < 0 else Call.WITHIN_NOISE
+    if lo <= 0 <= hi:
+        return Call.WITHIN_NOISE
+    return Call.SIGNIFICANT if repeats else Call.BEYOND_STEPS
 
 
 def _time_per_sample(run: LoadedRun) -> float:
@@ -195,7 +202,7 @@ def _bootstrap(a: list[LoadedRun], b: list[LoadedRun], rng: np.random.Generator)
     return slow, float(lo), float(hi)
 
 
-def _ops(a: LoadedRun, b: list[LoadedRun], analysis: Analysis, band: float) -> pd.DataFrame:
+def _ops(a: LoadedRun, b: list[LoadedRun], band: float, repeats: bool) -> pd.DataFrame:
     """Per worker of B's first run, the traced ops whose time per 1,000 of its samples moved most against
     A's first run (``band``: the slowdown's half-width, as a share of A's time per sample)."""
     ref, run = _op_rates(a), _op_rates(b[0])
@@ -211,8 +218,7 @@ def _ops(a: LoadedRun, b: list[LoadedRun], analysis: Analysis, band: float) -> p
     merged["change_ms_per_1k"] = merged["b_ms_per_1k"] - merged["a_ms_per_1k"]
     noise_ms = band * _time_per_sample(a) * 1e6 if math.isfinite(band) else math.nan
     merged["call"] = [Call.NO_BAND.value if not math.isfinite(noise_ms) else
-                      (Call.SIGNIFICANT if abs(c) > noise_ms else Call.WITHIN_NOISE).value
-                      for c in merged["change_ms_per_1k"]]
+                      _call(c, (c - noise_ms, c + noise_ms), repeats).value for c in merged["change_ms_per_1k"]]
     top = merged.reindex(merged["change_ms_per_1k"].abs().sort_values(ascending=False).index).head(TOP_OPS)
     return top[OP_COLUMNS].reset_index(drop=True)
 

@@ -53,7 +53,8 @@ def _figures_table(d: Diff) -> Table:
                left=("figure", "call"))
     for r in d.figures.itertuples(index=False):
         spec = ".1%" if r.figure in ("straggler_cost", "goodput") else ".4g"
-        t.add_row(r.words, fmt(r.a, spec), fmt(r.b, spec), fmt(r.change, "+.1%"), fmt(r.band, "±.1%"), r.call)
+        band = "±" + fmt(r.band, ".1%") if r.band == r.band else "n/a"  # NaN: no band
+        t.add_row(r.words, fmt(r.a, spec), fmt(r.b, spec), fmt(r.change, "+.1%"), band, r.call)
     t.caption = "band: the noise a change must exceed (the runs' spread, or the slowdown's per-step band)"
     return t
 
