@@ -18,7 +18,7 @@ def waterfall_line(row: Any, waterfall: pd.DataFrame) -> str:
         return ""
     terms, rest = w.iloc[:-1], w.iloc[-1]  # the last row is "not explained"
     big = terms[terms["share"].abs() >= 0.02]
-    took = [f"{t.words} {_took(t.speedup_lost)}" for t in big.itertuples(index=False)]
+    took = [f"{t.words} {_took(t.speedup_lost)}{_checked(t)}" for t in big.itertuples(index=False)]
     small = terms[terms["share"].abs() < 0.02]
     if not small.empty:
         others = "the other term" if len(small) == 1 else f"the other {len(small)} terms together"
@@ -43,6 +43,14 @@ def command_waterfall_line(row: Any, waterfall: pd.DataFrame) -> str:
     return (f"Over the whole command (start to end, per sample) the speedup is {w['speedup_after'].iloc[-1]:.2f}x "
             f"of the {row.ideal_speedup:.2f}x; " + ", ".join(f"{t.words} {_took(t.speedup_lost)}" for t in top)
             + " (the goodput ledger's buckets against the baseline's).")
+
+
+def _checked(term: Any) -> str:
+    """Beside a term a verification run removed: its speedup predicted without the term, and measured."""
+    if not isinstance(getattr(term, "checked_by", None), str):
+        return ""
+    return (f" (removed by {term.checked_by}: {term.predicted_speedup:.2f}x predicted, "
+            f"{term.measured_speedup:.2f}x measured)")
 
 
 def _took(speedup_lost: float) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from perfkit.analysis.timeline import step_timeline
 from perfkit.analysis.verdict import verdict
 from perfkit.analysis.verify import verification_table
 from perfkit.analysis.waterfall import ROW_COLUMNS as WATERFALL_PARTS
-from perfkit.analysis.waterfall import ideal_speedup, run_parts, waterfall_table
+from perfkit.analysis.waterfall import checked_terms, ideal_speedup, run_parts, waterfall_table
 from perfkit.analysis.whatif import EMPTY_ROW, PLACEMENT_EMPTY, StepModel, equal_workers, placement_row
 from perfkit.results import RunMeta, RunRecord
 
@@ -81,6 +81,7 @@ def analyze_selection(sel: Selection) -> Analysis:
                                          _cat([f.workers for f in figures])),
         warnings=sel.warnings, verdict=(),
         modes=mode_table(runs, frozenset(r.run_id for r in sel.runs if r.meta.verifies)))
+    analysis = replace(analysis, waterfall=checked_terms(analysis.waterfall, analysis.verifications, runs))
     return Analysis(**{**vars(analysis), "verdict": tuple(verdict(analysis)),
                         "assumptions": tuple(assumption_lines(analysis))})
 

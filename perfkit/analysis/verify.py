@@ -18,6 +18,7 @@ from perfkit.errors import UsageError
 from perfkit.results import RunMeta
 
 HELD_WITHIN = 0.10  # |error| at most this: the prediction held
+EQUAL_WORKERS, PLACEMENT = "equal workers", "placement"  # the what-ifs a verification runs (``verifies.what``)
 VERIFY_COLUMNS = ["run_id", "verified_by", "what", "budgets", "placement", "predicted_epoch_s", "predicted_lo_s",
                   "predicted_hi_s", "measured_epoch_s", "error", "held", "transfer_source", "compute_assumed_s",
                   "compute_measured_s", "predicted_at_realised_s", "error_at_realised"]
@@ -89,9 +90,9 @@ def _text(budgets: dict[str, float]) -> str:
     return ", ".join(f"{h} {c:.2f}" for h, c in budgets.items())
 
 
-def prediction(row: Any, what: str = "equal workers", budgets: str | None = None) -> dict[str, Any]:
+def prediction(row: Any, what: str = EQUAL_WORKERS, budgets: str | None = None) -> dict[str, Any]:
     """What a verification run records in ``verifies``, from the predicted run's analysis row."""
-    if what == "placement":
+    if what == PLACEMENT:
         return {"run_id": row.run_id, "what": what, "predicted_epoch_s": float(row.placement_epoch_s),
                 "predicted_lo_s": float(row.placement_epoch_lo_s), "predicted_hi_s": float(row.placement_epoch_hi_s),
                 "budgets": budgets, "placement": f"{row.placement_proposed} ({row.placement_hosts})",

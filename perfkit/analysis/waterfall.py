@@ -81,8 +81,9 @@ _HOME = {Term.FRAMEWORK: Term.COMPUTE, Term.CONTENTION: Term.COMPUTE, Term.INPUT
 CORES = "wf_cores"
 STEPS = "wf_steps_s"
 ROW_COLUMNS = [t.column for t in MEASURED] + [STEPS, CORES]
+CHECK_COLUMNS = ["checked_by", "predicted_speedup", "measured_speedup"]
 COLUMNS = ["run_id", "level", "order", "term", "words", "run_s", "ideal_s", "lost_s", "share", "speedup_lost",
-           "speedup_after"]
+           "speedup_after", *CHECK_COLUMNS]
 
 
 def run_parts(record: RunRecord, epochs: pd.DataFrame, split: StepSplit | None, trace: pd.DataFrame | None,
@@ -283,3 +284,23 @@ def _fold(run: dict[Term, float], base: dict[Term, float], base_split: bool
 
 def _add(x: float, y: float) -> float:
     return (0.0 if math.isnan(x) else x) + (0.0 if math.isnan(y) else y)
+
+
+def checked_terms(waterfall: pd.DataFrame, verifications: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The waterfall with, beside a term that a verification run removed, that run and the speedup predicted
+    without the term against the one it measured: the equal-workers run (``perfkit compare --verify``)
+    removes the wait for the slowest worker. Other rows keep null."""
+    from perfkit.analysis.verify import EQUAL_WORKERS
+
+    if waterfall.empty or verifications.empty:
+        return waterfall
+    speedup = runs.set_index("run_id")["speedup"] if "speedup" in runs else pd.Series(dtype=float)
+    out = waterfall.astype({"checked_by": object})
+    for v in verifications.itertuples(index=False):
+        if v.what != EQUAL_WORKERS or v.run_id not in speedup.index:
+            continue
+        row = (out["run_id"] == v.run_id) & (out["level"] == STEADY) & (out["term"] == Term.WAIT.value)
+        scale = float(speedup[v.run_id]) * float(runs.set_index("run_id").loc[v.run_id, "steady_epoch_s"])
+        out.loc[row, CHECK_COLUMNS] = [v.verified_by, scale / float(v.predicted_epoch_s),
+                                       float(speedup.get(v.verified_by, math.nan))]
+    return out

@@ -112,3 +112,19 @@ def _json(a) -> str:
     out = io.StringIO()
     report_json.render(a, out)
     return out.getvalue()
+
+
+def test_the_wait_term_says_what_the_equal_workers_run_predicted_and_measured(runs: Path) -> None:
+    from tests.unit._analysis_runs import set_meta
+
+    [check] = write_run(runs, "20260101T000200Z-multi-verify", busy=dict.fromkeys(range(4), 0.2))  # 4.5 s epochs
+    set_meta(check, verifies={"run_id": "20260101T000100Z-multi", "what": "equal workers",
+                              "predicted_epoch_s": 3.9, "predicted_lo_s": 3.9, "predicted_hi_s": 3.9})
+    a = analyze(None, runs, "20260101T000000Z-single")
+    t = _terms(a, "20260101T000100Z-multi")
+    assert t["wait"]["checked_by"] == check.name
+    assert t["wait"]["predicted_speedup"] == pytest.approx(11.5 / 3.9)
+    assert t["wait"]["measured_speedup"] == pytest.approx(11.5 / 4.5)
+    assert not isinstance(t["compute"]["checked_by"], str)
+    line = next(v for v in a.verdict if v.startswith("Where the speedup went"))  # the multi run's, first
+    assert f"(removed by {check.name}: 2.95x predicted, 2.56x measured)" in line

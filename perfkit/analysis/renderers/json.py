@@ -268,7 +268,9 @@ KEYS: dict[str, dict[str, str]] = {
         "every other term, so lost_s sums to the measured gap", "share": "lost_s / the measured gap in time",
         "speedup_lost": "share x (ideal_speedup - speedup): the term's part of the lost speedup (negative: it "
         "gained)", "speedup_after": "the speedup left after this term and the ones above it; the last row's is "
-        "the measured speedup"},
+        "the measured speedup", "checked_by": "a verification run that removed this term (the equal-workers run "
+        "removes wait); null for the others", "predicted_speedup": "the speedup predicted without the term (the "
+        "what-if's)", "measured_speedup": "the speedup checked_by measured"},
     "goodput": {
         "run_id": "the run", "worker": "worker index", "span_s": "the command's start to its end (run.json's "
         "ended), seconds; every bucket below adds up to it", "startup_s": "the command's start to this worker's "
