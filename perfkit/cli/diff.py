@@ -17,13 +17,13 @@ import typer
 from perfkit.cli._shared import Format, app, resolve_run
 
 _SIDE = ("{side}: a run directory or a run id under --results-dir; repeated runs of one configuration "
-         "comma-separated (A1,A2), so the noise band comes from their spread.")
+         "comma-separated ({name}1,{name}2,{name}3), so the noise band comes from their spread.")
 
 
 @app.command("diff")
 def diff_command(
-    a: Annotated[str, typer.Argument(metavar="A", help=_SIDE.format(side="Before"), show_default=False)],
-    b: Annotated[str, typer.Argument(metavar="B", help=_SIDE.format(side="After"), show_default=False)],
+    a: Annotated[str, typer.Argument(metavar="A", help=_SIDE.format(side="Before", name="A"), show_default=False)],
+    b: Annotated[str, typer.Argument(metavar="B", help=_SIDE.format(side="After", name="B"), show_default=False)],
     results_dir: Annotated[Path, typer.Option(help="Where run directories live.")] = Path("results"),
     fmt: Annotated[Format, typer.Option("--format", help="table: the terminal's tables; json: every figure as "
                                         "JSON.")] = Format.table,
