@@ -99,7 +99,7 @@ def _phases(value: Any) -> tuple[Phase, ...]:
 # What a worker reports of itself in its status.json that its record keeps (WorkerRecord.reported), and the
 # type each must have: a status file is read from disk, and a value of another type is left out.
 _REPORTED: dict[str, type] = {"anchor_wall_ns": int, "anchor_mono_ns": int, "started_wall_ns": int, "state": str,
-                              "profile": dict, "calibration": dict, "plan": dict}
+                              "profile": dict, "calibration": dict, "plan": dict, "checkpoints": dict}
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,7 @@ class WorkerRecord:
     phases: tuple[Phase, ...] = ()  # each state it reported (status.json)
     teardown: dict[str, Any] | None = None  # its last step to its exit: s, where, stopped (trainer/teardown.py)
     died: dict[str, Any] | None = None  # a ParameterServerStrategy worker dead mid-run (trainer/lostworkers.py)
+    checkpoints: dict[str, Any] | None = None  # its checkpoint saves: count and seconds (worker/checkpoints.py)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -131,7 +132,7 @@ class WorkerRecord:
         ints = {k: _field(d, k, int, where)
                 for k in ("pid", "anchor_wall_ns", "anchor_mono_ns", "exit_code", "started_wall_ns")}
         texts = {k: _field(d, k, str, where) for k in ("host", "role", "endpoint", "state")}
-        maps = {k: _field(d, k, dict, where) for k in ("profile", "calibration", "teardown", "died")}
+        maps = {k: _field(d, k, dict, where) for k in ("profile", "calibration", "teardown", "died", "checkpoints")}
         plan = _field(d, "plan", dict, where)
         phases = _phases(_field(d, "phases", list, where))
         known = {"index", "phases", "plan", *ints, *texts, *maps}

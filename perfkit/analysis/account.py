@@ -73,4 +73,5 @@ def goodput_line(run_id: str, goodput: pd.DataFrame) -> str:
     total = float(g["productive_s"].sum()) / float(g["span_s"].sum())
     return (f"Goodput {total:.0%} (training steps over the whole command, every worker): of the command's "
             f"{span:.1f} s, {who} trained {mid['productive_s']:.1f} s" + (f"; {parts}" if parts else "")
-            + "; checkpoint saves are not timed.")
+            + ("; checkpoint saves were not timed (a run recorded before perfkit timed them)."
+               if g["checkpoint_s"].isna().any() else "."))

@@ -9,7 +9,9 @@ trace measured it) are taken out, the rest being the productive steps; the time 
 epochs (callbacks, the recorder, the iterator); validation; the rest of its training span (between epochs,
 and earlier attempts of a restarted epoch: ``between epochs, restarts``); and the end (its last epoch's end to the
 command's end: waiting for the others, teardown, the launcher's own end). Goodput = productive / span.
-Checkpoint saves are not timed (a ``null`` column says so rather than a zero). Analysers only compute.
+Checkpoint saves (worker/checkpoints.py times them) are taken out of the time between epochs, then between
+steps; a worker whose saves were not timed (no recorded status, a run before they were) has a ``null``
+checkpoint bucket, not a zero. Analysers only compute.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Bucket(str, Enum):
     TRACE = "trace_window"
     BETWEEN = "between_steps"
     VALIDATION = "validation"
+    CHECKPOINT = "checkpoint"
     OTHER = "between_epochs"
     END = "end"
 
@@ -50,8 +53,9 @@ class Bucket(str, Enum):
 
 _WORDS = {Bucket.STARTUP: "start-up", Bucket.COMPILE: "first step's compile", Bucket.PRODUCTIVE: "training steps",
           Bucket.INPUT: "input", Bucket.TRACE: "trace window", Bucket.BETWEEN: "between steps",
-          Bucket.VALIDATION: "validation", Bucket.OTHER: "between epochs, restarts", Bucket.END: "end"}
-COLUMNS = ["worker", "span_s", *(b.column for b in Bucket), "checkpoint_s", "goodput"]
+          Bucket.VALIDATION: "validation", Bucket.CHECKPOINT: "checkpoint saves",
+          Bucket.OTHER: "between epochs, restarts", Bucket.END: "end"}
+COLUMNS = ["worker", "span_s", *(b.column for b in Bucket), "goodput"]
 
 
 def goodput_table(record: RunRecord, split: StepSplit | None, window: WindowCost | None) -> pd.DataFrame:
@@ -60,6 +64,7 @@ def goodput_table(record: RunRecord, split: StepSplit | None, window: WindowCost
     started = meta.command_started_wall_ns
     ended = utc_seconds(meta.ended)
     offsets = {w.index: w.clock_offset_ns for w in meta.workers if w.clock_offset_ns is not None}
+    checkpoints = {w.index: w.checkpoints for w in meta.workers}
     if not started or ended is None or record.steps.empty:
         return pd.DataFrame(columns=COLUMNS)
     span_end = int(ended * 1e9)
@@ -71,8 +76,9 @@ def goodput_table(record: RunRecord, split: StepSplit | None, window: WindowCost
         if offset is None:
             continue
         epochs = record.epochs[record.epochs["worker"] == worker] if not record.epochs.empty else record.epochs
+        saves = checkpoints.get(int(worker))
         rows.append(_worker(int(worker), steps, epochs, offset, started, span_end, inputs.get(int(worker), 0.0),
-                            trace))
+                            trace, float(saves.get("s", 0.0)) if isinstance(saves, dict) else math.nan))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -85,7 +91,7 @@ def _input_per_step(split: StepSplit | None) -> dict[int, float]:
 
 
 def _worker(worker: int, steps: pd.DataFrame, epochs: pd.DataFrame, offset: int, started: int, span_end: int,
-            input_per_step: float, trace: float) -> dict[str, float]:
+            input_per_step: float, trace: float, saves_s: float) -> dict[str, float]:
     first = int(steps["t_start_ns"].min()) + offset
     last = int(max(steps["t_end_ns"].max(), epochs["t_end_ns"].max() if not epochs.empty else 0)) + offset
     span = (span_end - started) / 1e9
@@ -99,10 +105,25 @@ def _worker(worker: int, steps: pd.DataFrame, epochs: pd.DataFrame, offset: int,
     out = {"worker": worker, "span_s": span, Bucket.STARTUP.column: (first - started) / 1e9,
            Bucket.COMPILE.column: compile_s, Bucket.PRODUCTIVE.column: stepped - compile_s - input_s - trace_s,
            Bucket.INPUT.column: input_s, Bucket.TRACE.column: trace_s, Bucket.BETWEEN.column: max(0.0, between),
-           Bucket.VALIDATION.column: validation, Bucket.END.column: (span_end - last) / 1e9, "checkpoint_s": math.nan}
+           Bucket.VALIDATION.column: validation, Bucket.END.column: (span_end - last) / 1e9}
     out[Bucket.OTHER.column] = training - stepped - max(0.0, between) - validation
+    _take_saves(out, saves_s)
     out["goodput"] = out[Bucket.PRODUCTIVE.column] / span if span > 0 else math.nan
     return out
+
+
+def _take_saves(out: dict[str, float], saves_s: float) -> None:
+    """The checkpoint saves' seconds, taken out of the time between epochs (where an epoch's save falls) and
+    then between steps (a save every N batches); NaN: this worker's saves were not timed."""
+    if math.isnan(saves_s):
+        out[Bucket.CHECKPOINT.column] = math.nan
+        return
+    taken = 0.0
+    for bucket in (Bucket.OTHER, Bucket.BETWEEN):
+        part = min(max(0.0, out[bucket.column]), saves_s - taken)
+        out[bucket.column] -= part
+        taken += part
+    out[Bucket.CHECKPOINT.column] = taken
 
 
 def _compile(steps: pd.DataFrame) -> float:

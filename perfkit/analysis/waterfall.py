@@ -244,7 +244,11 @@ def command_rows(run: Any, base: Any, goodput: pd.DataFrame) -> pd.DataFrame | N
         if own.empty or not samples > 0:
             return None
         per_1k = 1000.0 / samples
-        sides.append(({b: float(own[b.column].mean()) * per_1k for b in Bucket}, float(own["span_s"].mean()) * per_1k))
+        # a bucket not measured (checkpoint saves of an older run) was carved out of nothing: its seconds are
+        # still in the others, so it counts 0 on that side
+        buckets = {b: float(own[b.column].mean()) for b in Bucket}
+        sides.append(({b: (v if math.isfinite(v) else 0.0) * per_1k for b, v in buckets.items()},
+                      float(own["span_s"].mean()) * per_1k))
     if not math.isfinite(ideal):
         return None
     (mine, measured_s), (theirs, base_s) = sides

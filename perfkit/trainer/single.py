@@ -23,6 +23,7 @@ from perfkit.profiler.steps import StepLog
 from perfkit.profiler.tracewindow import CaptureTarget, finish_traces
 from perfkit.results import RunDir, new_run_id
 from perfkit.runmeta import ClusterRecord, RunMeta, WorkerRecord
+from perfkit.trainer.worker import checkpoints
 from perfkit.workloads import WorkloadInfo, info, preflight, prepare_workload, resolve
 
 log = logging.getLogger(__name__)
@@ -48,9 +49,12 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
     sampler = Sampler(cfg.sample_interval, [Target(os.getpid(), 0, "trainer", host)])
     steplog = StepLog(samples_per_step=cfg.batch_size)
     run.update(workers=[_worker_meta(0, host, steplog)])
+    saves = {"saves": 0, "s": 0.0}  # checkpoint saves, timed by worker/checkpoints.py (the goodput ledger)
+    checkpoints.set_sink(lambda s: saves.update(saves=saves["saves"] + 1, s=round(saves["s"] + s, 6)))
     sampler.start()
     captures: dict[str, dict[str, Any]] = {}
     status, error, raised = _train(cfg, workload, run, sampler, steplog, observer, captures)
+    run.update(workers=[replace(run.meta.workers[0], checkpoints=dict(saves))])
     _save(run, steplog, sampler.stop(), status, error)
     finish_traces(run, cfg.profile_steps, captures)
     if raised is not None:

@@ -202,6 +202,9 @@ def test_max_restarts_resumes_and_trains_exactly_the_requested_epochs(tmp_path: 
     final = epochs.sort_values("attempt").groupby("epoch").tail(1)
     assert sorted(final["epoch"]) == [0, 1, 2, 3, 4]
     assert final["attempt"].max() == 1 and final.loc[final["epoch"] == 0, "attempt"].item() == 0
+    # BackupAndRestore's backups, timed (the goodput ledger's checkpoint saves): one an epoch the attempt ran
+    saves = {w["index"]: w["checkpoints"] for w in m["workers"]}
+    assert all(s["saves"] >= 3 and s["s"] > 0 for s in saves.values()), saves
     _assert_no_orphans(tmp_path)
 
 

@@ -42,8 +42,8 @@ def goodput_figure(a: Analysis, names: dict[str, str]) -> dict[str, Any]:
     g = a.goodput
     labels = [f"{names.get(r, r)} w{int(w)}" for r, w in zip(g["run_id"], g["worker"], strict=True)]
     data = [{"type": "bar", "orientation": "h", "y": labels, "x": g[b.column].tolist(), "name": b.words}
-            for b in Bucket if g[b.column].abs().sum() > 0]
-    note = "seconds of the whole command per worker; goodput = training steps / the span (checkpoints not timed)"
+            for b in Bucket if g[b.column].abs().sum() > 0]  # NaN (not timed) sums as 0: left out
+    note = "seconds of the whole command per worker; goodput = training steps / the span"
     layout = {"height": max(300, 60 + 22 * len(labels)), "barmode": "stack", "plot_bgcolor": "white",
               "paper_bgcolor": "white", "margin": {"l": 60, "r": 20, "t": 50, "b": 60},
               "xaxis": {"title": {"text": "seconds since the command's start"}, "gridcolor": "#e5e5e5"},

@@ -301,8 +301,8 @@ def goodput_table(a: Analysis) -> Table:
     t.add_row("span", *(fmt(m["span_s"], ".1f") for m in mids))
     for b in Bucket:
         t.add_row(b.words, *(fmt(m[b.column], ".1f") for m in mids))
-    t.caption = ("goodput: training steps over the command's span, every worker (range over workers); checkpoint "
-                 "saves are not timed")
+    t.caption = ("goodput: training steps over the command's span, every worker (range over workers); n/a: not "
+                 "measured (checkpoint saves of a run recorded before perfkit timed them)")
     return t
 
 

@@ -265,8 +265,10 @@ KEYS: dict[str, dict[str, str]] = {
         "its epochs' training time beyond their steps: callbacks, the recorder, the iterator",
         "validation_s": "its epochs' validation", "between_epochs_s": "the rest of its first step to its last "
         "epoch's end: between epochs, and earlier attempts of a restarted epoch", "end_s": "its last epoch's end "
-        "to the command's end: waiting for the others, teardown", "checkpoint_s": "checkpoint saves: not timed "
-        "(null)", "goodput": "productive_s / span_s"},
+        "to the command's end: waiting for the others, teardown", "checkpoint_s": "its checkpoint saves (tf.train "
+        "checkpoints, Keras ModelCheckpoint and BackupAndRestore), taken out of between_epochs, then "
+        "between_steps; null: not timed (a run recorded before perfkit timed them)", "goodput": "productive_s / "
+        "span_s"},
     "startup": {
         "run_id": "the run", "worker": "worker index", "phase": 'launcher (the command\'s start to the process\'s), '
         'python (the process\'s start to its first state: the interpreter and perfkit\'s imports), then each state '

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from perfkit.trainer.worker import imports
+from perfkit.trainer.worker import checkpoints, imports
 from perfkit.trainer.worker.env import AUTO_VAR, INDEX_VAR, RUN_DIR_VAR, STEP_FUNCTION_VAR
 from perfkit.trainer.worker.session import STATE, Session, global_batch_of
 
@@ -145,6 +145,9 @@ def _patch_tf(session: Any) -> None:
         cls.__iter__ = _wrap(cls.__iter__, lambda orig, d, a, k: session.new_iterator(orig, d, a, k))
     imports.when_imported("tf_keras", lambda m: _patch_metrics(m.metrics.Metric, session))
     imports.when_imported("keras", lambda m: _patch_metrics(m.metrics.Metric, session))
+    checkpoints.install_tf()  # the script's checkpoint saves: the goodput ledger's checkpoint bucket
+    imports.when_imported("tf_keras", checkpoints.install_keras)
+    imports.when_imported("keras", checkpoints.install_keras)
     _patch_coordinator(session)
 
 

@@ -93,9 +93,12 @@ def fit(cfg: RunConfig, workload: Any, strategy: Any, steplog: StepLog, observer
     callbacks = [*first, keras_callback(steplog, on_step=observer.step, on_epoch=_epoch_hook(observer),
                                         batches=on_model is None)]
     capture = _add_instruments(callbacks, cfg, plan, instruments or Instruments())
-    if backup_dir is not None:
-        from perfkit._tf import keras
+    from perfkit._tf import keras
+    from perfkit.trainer.worker import checkpoints
 
+    checkpoints.install_tf()  # every save timed (a backup below, a workload's own): the ledger's checkpoint bucket
+    checkpoints.install_keras(keras())
+    if backup_dir is not None:
         # A restarted cluster resumes from the last completed epoch instead of starting over.
         callbacks.append(keras().callbacks.BackupAndRestore(str(backup_dir)))
     try:

@@ -20,6 +20,7 @@ from typing import Any
 from perfkit._atomic import is_disk_error, write_error
 from perfkit.profiler.steps import StepLog
 from perfkit.results import write_json, write_parquet
+from perfkit.trainer.worker import checkpoints
 from perfkit.trainer.worker.env import INDEX_VAR, RUN_DIR_VAR
 from perfkit.trainer.worker.heartbeat import HEARTBEAT_FILE, Heartbeat
 
@@ -35,11 +36,21 @@ class Status:
 
     def __init__(self, path: Path, index: int) -> None:
         self.index = index
+        # checkpoints: from the start, so that a run without saves says 0 rather than "not timed"
         self.path, self._state = path, {"index": index, "pid": os.getpid(), "started_wall_ns": process_started_ns(),
-                                        "state": "", "phases": []}
+                                        "state": "", "phases": [], "checkpoints": {"saves": 0, "s": 0.0}}
         self._last = 0.0
         self._lock = threading.Lock()  # a ps chief's progress thread writes too
         self.write(state="starting")
+        checkpoints.set_sink(self.checkpoint_saved)
+
+    def checkpoint_saved(self, seconds: float) -> None:
+        """One checkpoint save of this process (worker/checkpoints.py): saves and seconds, written with the
+        next write (the last one, at the end, is forced)."""
+        with self._lock:
+            done = self._state["checkpoints"]
+            self._state["checkpoints"] = {"saves": done["saves"] + 1, "s": round(done["s"] + seconds, 6)}
+        self.write(force=False)
 
     def reported(self) -> dict[str, Any]:
         """What this worker has reported so far (status.json's content, whether or not written yet)."""
