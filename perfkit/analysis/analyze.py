@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -67,21 +67,19 @@ def analyze_selection(sel: Selection) -> Analysis:
     baseline_id = sel.baseline.run_id if sel.baseline else None
     figures = [_figures(run, run.run_id == baseline_id) for run in sel.runs]
     runs = _relative(pd.DataFrame([f.row for f in figures], columns=RUN_COLUMNS), baseline_id)
-    goodput = _cat([f.goodput for f in figures])
+    goodput, workers = _cat([f.goodput for f in figures]), _cat([f.workers for f in figures])
+    verifications = verification_table({r.run_id: r.meta for r in sel.runs}, runs, workers)
     analysis = Analysis(
         baseline_id=baseline_id, baseline_note=sel.baseline_note, runs=runs,
-        epochs=_cat([f.epochs for f in figures]), workers=_cat([f.workers for f in figures]),
+        epochs=_cat([f.epochs for f in figures]), workers=workers,
         processes=_cat([f.processes for f in figures]), hosts=_cat([f.hosts for f in figures]),
         placement=_cat([f.placement for f in figures]), cpu_timeline=_cat([f.timeline for f in figures]),
         ops=_cat([f.ops for f in figures]), step_timeline=_cat([f.steps_timeline for f in figures]),
         advice=_cat([f.advice for f in figures]), startup=_cat([f.startup for f in figures]),
-        waterfall=waterfall_table(runs, baseline_id, goodput), goodput=goodput,
+        waterfall=checked_terms(waterfall_table(runs, baseline_id, goodput), verifications, runs), goodput=goodput,
         excluded=pd.DataFrame([vars(e) for e in sel.excluded], columns=["run_id", "path", "reason"]),
-        verifications=verification_table({r.run_id: r.meta for r in sel.runs}, runs,
-                                         _cat([f.workers for f in figures])),
-        warnings=sel.warnings, verdict=(),
+        verifications=verifications, warnings=sel.warnings, verdict=(),
         modes=mode_table(runs, frozenset(r.run_id for r in sel.runs if r.meta.verifies)))
-    analysis = replace(analysis, waterfall=checked_terms(analysis.waterfall, analysis.verifications, runs))
     return Analysis(**{**vars(analysis), "verdict": tuple(verdict(analysis)),
                         "assumptions": tuple(assumption_lines(analysis))})
 
