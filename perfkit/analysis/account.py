@@ -62,9 +62,9 @@ def goodput_line(run_id: str, goodput: pd.DataFrame) -> str:
     g = goodput[goodput["run_id"] == run_id] if not goodput.empty else goodput
     if g.empty:
         return ""
-    from perfkit.analysis.goodput import Bucket
+    from perfkit.analysis.goodput import Bucket, median_worker
 
-    mid = g.iloc[(g["goodput"] - g["goodput"].median()).abs().argsort().iloc[0]]
+    mid = median_worker(g)
     span = float(mid["span_s"])
     rest = sorted((b for b in Bucket if b is not Bucket.PRODUCTIVE and mid[b.column] >= 0.01 * span),
                   key=lambda b: -mid[b.column])

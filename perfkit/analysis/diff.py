@@ -27,6 +27,7 @@ from perfkit.analysis.load import LoadedRun
 from perfkit.analysis.result import Analysis
 from perfkit.analysis.select import Selection, workload
 from perfkit.analysis.stragglers import step_keys
+from perfkit.analysis.waterfall import step_means
 
 BOOTSTRAP = 2000
 TOP_OPS = 10
@@ -183,9 +184,7 @@ def _steady_step_rates(run: LoadedRun) -> np.ndarray:
         return np.array([])
     if steps["epoch"].nunique() > 1:
         steps = steps[steps["epoch"] > steps["epoch"].min()]
-    codes, _ = pd.factorize(step_keys(steps, int(steps["step"].max()) + 1))
-    duration = np.bincount(codes, steps["duration_s"].to_numpy(float)) / np.bincount(codes)
-    samples = np.bincount(codes, steps["samples"].to_numpy(float))
+    duration, samples = step_means(steps)
     keep = samples > 0
     return duration[keep] / samples[keep]
 

@@ -136,6 +136,12 @@ def _compile(steps: pd.DataFrame) -> float:
     return max(0.0, float(own[0] - np.median(own[1:])))
 
 
+def median_worker(table: pd.DataFrame) -> pd.Series:
+    """The row of the worker whose goodput is nearest the median of ``table``'s (one run's rows): the worker
+    the verdict and the terminal speak for."""
+    return table.iloc[(table["goodput"] - table["goodput"].median()).abs().argsort().iloc[0]]
+
+
 def run_goodput(table: pd.DataFrame) -> dict[str, float]:
     """The run's goodput (productive over span, summed over workers) and the median worker's buckets."""
     if table.empty:

@@ -114,13 +114,22 @@ def _steady(epochs: pd.DataFrame) -> pd.DataFrame:
     return epochs.iloc[1:] if len(epochs) > 1 else epochs
 
 
+def step_means(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per step (epoch, step) of ``steps``: its mean duration over the workers that recorded it, and its
+    global samples (the sum over them); the one reading of a synchronous step both the waterfall and
+    ``perfkit diff`` take."""
+    if steps.empty:
+        return np.array([]), np.array([])
+    codes, _ = pd.factorize(step_keys(steps, int(steps["step"].max()) + 1))
+    duration = np.bincount(codes, steps["duration_s"].to_numpy(float)) / np.bincount(codes)
+    samples = (np.bincount(codes, steps["samples"].to_numpy(float)) if "samples" in steps
+               else np.zeros(len(duration)))
+    return duration, samples
+
+
 def _mean_step_total(steps: pd.DataFrame) -> float:
     """Sum over steps of the step's mean duration over the workers that recorded it."""
-    if steps.empty:
-        return 0.0
-    codes, _ = pd.factorize(step_keys(steps, int(steps["step"].max()) + 1))
-    total, count = np.bincount(codes, steps["duration_s"].to_numpy(float)), np.bincount(codes)
-    return float((total / count).sum())
+    return float(step_means(steps)[0].sum())
 
 
 def _split_parts(split: StepSplit, trace: pd.DataFrame | None, steps: pd.DataFrame,

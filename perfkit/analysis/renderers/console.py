@@ -286,12 +286,12 @@ def waterfall_table(a: Analysis, run_id: str, level: str = "steady") -> Table:
 def goodput_table(a: Analysis) -> Table:
     """The goodput ledger (analysis/goodput.py): each run's median worker's span cut into buckets, a column a
     run (the buckets as rows keep it narrow)."""
-    from perfkit.analysis.goodput import Bucket
+    from perfkit.analysis.goodput import Bucket, median_worker
 
     runs = list(a.goodput.groupby("run_id", sort=False))
     t = _table("goodput: where the whole command's time went (the median worker, seconds)",
                ["bucket", *(str(run_id) for run_id, _ in runs)], left=("bucket",))
-    mids = [g.iloc[(g["goodput"] - g["goodput"].median()).abs().argsort().iloc[0]] for _, g in runs]
+    mids = [median_worker(g) for _, g in runs]
     goodput = []
     for _, g in runs:
         lo, hi = f"{g['goodput'].min():.0%}", f"{g['goodput'].max():.0%}"
