@@ -33,6 +33,7 @@ def _register() -> None:
         sweep,  # noqa: F401
         tensorboard,
         tune,
+        watch,
     )
 
 

@@ -63,6 +63,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "diff": ("perfkit diff SINGLE_RUN MULTI_RUN", "perfkit diff A1,A2,A3 B1,B2,B3 --fail-if-slower 5",
              "perfkit diff A B --format json --output diff.json --html diff.html"),
     "runs": ("perfkit runs",),
+    "watch": ("perfkit watch", "perfkit watch results/RUN_ID --baseline SINGLE_RUN",
+              "perfkit watch RUN_ID --plain --interval 10", "perfkit watch --format json"),
     "tensorboard": ("perfkit tensorboard", "perfkit tensorboard --port 6007"),
     "data generate": ("perfkit data generate --preset quick", "perfkit data generate --players 5000 --out p.csv"),
     "data check": ("perfkit data check players.parquet",),

@@ -59,6 +59,7 @@ class StepLog:
         self._clock = clock
         self._steps: list[tuple[int, int, int, int]] = []
         self._batches: list[int] = []  # batches of each record (1 unless several run per execution)
+        self._batch_total = 0  # their sum, kept as they come: a heartbeat reads it each second
         self._epochs: list[dict[str, Any]] = []
         self._epoch = 0
         self._epoch_start = 0
@@ -90,6 +91,7 @@ class StepLog:
         self._step_first = None
         self._steps.append((self._epoch, first, self._step_start, self._last_step_end))
         self._batches.append(step - first + 1)
+        self._batch_total += step - first + 1
 
     def timed_step(self, step: int, start_ns: int, end_ns: int) -> None:
         """A step of the current epoch timed by the caller (a custom loop's step function call)."""
@@ -97,12 +99,14 @@ class StepLog:
         self._last_step_end = end_ns
         self._steps.append((self._epoch, step, start_ns, end_ns))
         self._batches.append(1)
+        self._batch_total += 1
 
     def add_step(self, epoch: int, step: int, start_ns: int, end_ns: int) -> None:
         """A step timed elsewhere (a ParameterServerStrategy worker times its own steps in the graph)."""
         self.events += 1
         self._steps.append((epoch, step, start_ns, end_ns))
         self._batches.append(1)
+        self._batch_total += 1
 
     def validation_begin(self) -> None:
         self.events += 1
@@ -143,9 +147,12 @@ class StepLog:
         return self._epoch
 
     def position(self) -> dict[str, Any]:
-        """How far this process got, for its heartbeat: events so far, the epoch, the last step recorded."""
+        """How far this process got, for its heartbeat: events so far, the epoch, the last step recorded,
+        the batches recorded in all (a watcher's steps/s: ``perfkit watch``) and whether it validates now."""
         last = self._steps[-1][1] + self._batches[-1] - 1 if self._steps else None
-        return {"progress": self.events, "epoch": self._epoch, "step": last}
+        validating = self._val_start is not None and self._val_end is None
+        return {"progress": self.events, "epoch": self._epoch, "step": last, "batches": self._batch_total,
+                "samples": self._batch_total * self.samples_per_step, "validating": validating}
 
     @property
     def steps_recorded(self) -> int:

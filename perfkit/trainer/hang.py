@@ -101,9 +101,9 @@ def blame(seen: Seen, now_wall_ns: int) -> str | None:
     main = beat.get("main") or {}
     if age > max(STALE_S, 5 * float(beat.get("interval_s", 1.0))):
         return (f"stopped answering{at}: no heartbeat for {age:.0f} s, its Python blocked in native code "
-                f"(last seen {_place(main)})")
+                f"(last seen {place(main)})")
     if main.get("kind") in ("user", "perfkit", "python") and not busy(seen):
-        return f"is stuck in its own code{at}: {_place(main)}, idle ({cpu_text(seen)})"
+        return f"is stuck in its own code{at}: {place(main)}, idle ({cpu_text(seen)})"
     return None
 
 
@@ -115,7 +115,7 @@ def busy(seen: Seen) -> bool:
 def waiting(seen: Seen) -> str:
     main = (seen.beat or {}).get("main") or {}
     if main.get("kind") == "tensorflow":
-        return f"{seen.name} waits for it inside TensorFlow ({_place(main)}, {cpu_text(seen)})"
+        return f"{seen.name} waits for it inside TensorFlow ({place(main)}, {cpu_text(seen)})"
     return f"{seen.name} waits for it"
 
 
@@ -152,7 +152,7 @@ def nobody_stuck(seen: list[Seen], elsewhere: list[str]) -> str:
             f"({', '.join(s.name for s in seen)}): a collective that does not complete{where}")
 
 
-def _place(main: dict[str, Any]) -> str:
+def place(main: dict[str, Any]) -> str:
     if not main.get("file"):
         return "in Python's standard library" if main.get("kind") == "python" else "at an unknown place"
     return f"at {Path(str(main['file'])).name}:{main.get('line')} in {main.get('function')}"

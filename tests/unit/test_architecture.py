@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("perfkit.analysis", "perfkit.trainer.hosts"),
     ("perfkit.trainer.worker",),
     ("perfkit.trainer",),
-    ("perfkit.studies",),
+    ("perfkit.studies", "perfkit.live"),
     ("perfkit.cli",),
     ("perfkit", "perfkit.__main__"),
 )
