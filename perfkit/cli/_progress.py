@@ -4,12 +4,15 @@ reports events and never prints (``perfkit.events``); this module is what a term
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -29,9 +32,9 @@ class WarningsOnly(NullObserver):
 class ProgressObserver:
     """Epoch and step bars with live loss, accuracy and CPU%; it only reads what the trainer reports."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, progress: type[Progress] = Progress) -> None:
         self.console = console
-        self._progress = Progress(
+        self._progress = progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
@@ -95,3 +98,70 @@ class ProgressObserver:
 
     def close(self) -> None:
         self._progress.stop()
+
+
+class _WithView(Progress):
+    """The bars, then whatever ``view`` holds (redrawn with them)."""
+
+    view: RenderableType | None = None
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield from super().get_renderables()
+        if self.view is not None:
+            yield self.view
+
+
+class LiveObserver(ProgressObserver):
+    """``--live``: the bars with the workers' live view under them (``perfkit watch``'s), read once a second
+    by a thread from the run this command is writing: the newest running run under ``results_dir`` that was
+    not there when the command started. Only read: a failure to read it hides the view, never the run."""
+
+    def __init__(self, console: Console, results_dir: Path, interval: float = 1.0) -> None:
+        super().__init__(console, _WithView)
+        self._results_dir, self._interval = results_dir, interval
+        self._known = set(self._runs())
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:
+        super().training_started(epochs, steps_per_epoch, cpu)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._follow, name="perfkit-live-view", daemon=True)
+        self._thread.start()
+
+    def training_finished(self) -> None:
+        self._halt()
+        super().training_finished()
+
+    def close(self) -> None:
+        self._halt()
+        super().close()
+
+    def _halt(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5 * self._interval)
+            self._thread = None
+
+    def _runs(self) -> list[Path]:
+        from perfkit.results import iter_run_dirs
+
+        return list(iter_run_dirs(self._results_dir))
+
+    def _follow(self) -> None:
+        from perfkit.live import render
+        from perfkit.live.watcher import Watcher
+
+        watcher = None
+        while not self._stop.wait(self._interval):
+            try:
+                if watcher is None:
+                    new = [p for p in self._runs() if p not in self._known]
+                    if not new:
+                        continue
+                    self._known.add(new[-1])
+                    watcher = Watcher(new[-1])
+                snap = watcher.poll()
+                self._progress.view = render.view(snap, hint=False) if snap.workers else None  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - the view never breaks the command
+                logging.getLogger(__name__).debug("live view: could not read the run", exc_info=True)

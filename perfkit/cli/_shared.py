@@ -79,6 +79,8 @@ ClusterFrom = Annotated[Optional[str], typer.Option(
     "--cluster is given and one is detected).", show_default=False)]
 BasePort = Annotated[Optional[int], typer.Option(help="multi, --cluster-from slurm: each task's port is this + its "
                                                  "local id (default 23456).", show_default=False)]
+Live = Annotated[bool, typer.Option("--live", help="The workers' live view (perfkit watch) under the progress "
+                                     "bars while each run trains.")]
 AllowUnenforced = Annotated[bool, typer.Option("--allow-unenforced", help="multi: run emulated hosts even where their "
                                                "CPU budgets cannot be enforced (figures that use budgets are then "
                                                "marked).")]
@@ -183,20 +185,40 @@ def _meta(run_dir: Path) -> RunMeta:
         return RunMeta(schema_version=SCHEMA_VERSION, run_id=run_dir.name)
 
 
+class Display(Enum):
+    """What a command shows while it trains."""
+
+    PROGRESS = "progress"  # epoch and step bars, then the run's summary
+    LIVE = "live"  # the bars with the workers' live view under them (perfkit watch), then the summary
+    QUIET = "quiet"  # warnings only, no summary
+
+    @classmethod
+    def of(cls, quiet: bool, live: bool = False) -> Display:
+        from perfkit.errors import UsageError
+
+        if quiet and live:
+            raise UsageError("--live/--quiet: give one of them (--quiet shows nothing while training)")
+        return cls.QUIET if quiet else cls.LIVE if live else cls.PROGRESS
+
+
 def train_once(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, run_id: str | None,
-               quiet: bool, extra_meta: dict[str, object] | None = None) -> Path:
-    """One run with the live progress display, then its summary (both silenced by ``quiet``)."""
+               display: Display, extra_meta: dict[str, object] | None = None) -> Path:
+    """One run under ``display``, then its summary (none when quiet)."""
     from perfkit.trainer.options import train
 
-    return with_progress(quiet, lambda observer: train(cfg, opts, results_dir, observer, run_id=run_id,
-                                                       extra_meta=extra_meta))
+    return with_progress(display, lambda observer: train(cfg, opts, results_dir, observer, run_id=run_id,
+                                                         extra_meta=extra_meta), results_dir)
 
 
-def with_progress(quiet: bool, start: Callable[[Any], Path]) -> Path:
-    """``start(observer)`` under the live progress display, then the run's summary (``quiet``: warnings only,
-    no summary)."""
+def with_progress(display: Display, start: Callable[[Any], Path], results_dir: Path) -> Path:
+    """``start(observer)`` under ``display``, then the run's summary (quiet: warnings only, no summary).
+    ``results_dir``: where the live view finds the run being written."""
+    from perfkit.cli._progress import LiveObserver
+
+    quiet = display is Display.QUIET
     console = Console(stderr=False, quiet=quiet)
-    observer = WarningsOnly() if quiet else ProgressObserver(console)
+    observer = (WarningsOnly() if quiet else LiveObserver(console, results_dir) if display is Display.LIVE
+                else ProgressObserver(console))
     try:
         path = start(observer)
     finally:

@@ -52,12 +52,14 @@ def compare_command(
     all_reduce: opt.AllReduce = "ring",
     prefetch: opt.Prefetch = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No training progress; still the verdict.")] = False,
+    live: opt.Live = False,
 ) -> None:
     """Run single, then multi (and ps), on the same data, and say how much faster each was and why not more."""
     if cluster is not None and workers is not None:
         raise UsageError("--cluster/--workers: give one of them, not both")
     if html is not None and html.is_dir():
         raise UsageError(f"--html: {html} is a directory; give a file path")
+    display = opt.Display.of(quiet, live)
     # Everything is checked before the first minute of training is spent.
     from perfkit.trainer.options import compare_clusters, knobs_for_modes, parse_modes
     from perfkit.workloads import config_overrides
@@ -85,12 +87,12 @@ def compare_command(
     checks = (["equal workers"] + (["placement"] if len(opts.cluster.hosts) > 1 else [])) if verify else []
     total = len(chosen) + 1 + len(checks)
     typer.echo(f"1/{total} single-machine baseline ({preset} preset)")
-    base = train_once(cfgs["single"], None, results_dir, None, quiet, **_extra(knobs["single"][1]))
+    base = train_once(cfgs["single"], None, results_dir, None, display, **_extra(knobs["single"][1]))
     paths, notes = [base], []
     for i, (m, o) in enumerate(clusters.items(), start=2):
         ps_part = f" and {o.cluster.num_ps} parameter server(s), asynchronous" if m == "ps" else ""
         typer.echo(f"{i}/{total} {m} run: {o.cluster.num_workers} workers{ps_part} on {len(o.cluster.hosts)} host(s)")
-        paths.append(train_once(cfgs[m], o, results_dir, None, quiet, **_extra(knobs[m][1])))
+        paths.append(train_once(cfgs[m], o, results_dir, None, display, **_extra(knobs[m][1])))
     from perfkit.analysis.analyze import analyze
 
     analysis = analyze(paths, results_dir, base.name)
@@ -98,7 +100,7 @@ def compare_command(
     for i, what in enumerate(checks, start=len(chosen) + 1):
         typer.echo(f"{i}/{total} verification: the {what} what-if, run as predicted")
         try:
-            paths.append(_verify(analysis, run, multi, opts, results_dir, quiet, what))
+            paths.append(_verify(analysis, run, multi, opts, results_dir, display, what))
         except UsageError as exc:  # cannot be realised here: the verdict says so, the two runs still count
             notes.append(f"Not verified: {exc}.")
             typer.echo(f"    {exc}")
@@ -114,9 +116,10 @@ def _extra(meta: dict[str, Any]) -> dict[str, Any]:
     return {"extra_meta": meta} if meta else {}
 
 
-def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Path, quiet: bool, what: str) -> Path:
+def _verify(analysis: Any, run: Path, cfg: RunConfig, opts: Any, results_dir: Path, display: opt.Display,
+            what: str) -> Path:
     """Run the configuration that realises ``run``'s what-if (same data and workload)."""
     from perfkit.trainer.options import verification
 
     vcfg, vopts, extra = verification(analysis, run, cfg, opts, what)
-    return train_once(vcfg, vopts, results_dir, None, quiet, extra_meta=extra)
+    return train_once(vcfg, vopts, results_dir, None, display, extra_meta=extra)

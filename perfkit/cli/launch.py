@@ -75,6 +75,7 @@ def launch_command(
     agent: Annotated[bool, typer.Option("--agent", hidden=True)] = False,
     allow_unenforced: opt.AllowUnenforced = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run directory.")] = False,
+    live: opt.Live = False,
 ) -> None:
     """Run COMMAND once per worker and record it as it is: any command's CPU, memory and exit status.
 
@@ -91,6 +92,7 @@ def launch_command(
     if agent:
         _agent(command, mode, flags, record, results_dir, run_id)
         return
+    display = opt.Display.of(quiet, live)
     from perfkit.trainer.remote.options import over_ssh
 
     remote = over_ssh(command, mode, flags, record, hosts, env, remote_perfkit, remote_results_dir)
@@ -98,14 +100,15 @@ def launch_command(
         from perfkit.trainer.remote.launcher import launch_hosts
 
         cluster_spec, args, where = remote
-        path = with_progress(quiet, lambda observer: launch_hosts(cluster_spec, args, where, results_dir, observer,
-                                                                  run_id, label))
+        path = with_progress(display, lambda observer: launch_hosts(cluster_spec, args, where, results_dir,
+                                                                    observer, run_id, label), results_dir)
     else:
         from perfkit.trainer.command import run_launch
         from perfkit.trainer.options import launch_options
 
         lopts, opts = launch_options(command, mode, flags, record)
-        path = with_progress(quiet, lambda observer: run_launch(lopts, opts, results_dir, observer, run_id))
+        path = with_progress(display, lambda observer: run_launch(lopts, opts, results_dir, observer, run_id),
+                             results_dir)
     if quiet:
         typer.echo(str(path))  # scripts get the run directory and nothing else
 

@@ -72,6 +72,7 @@ def run_command(
     prefetch: opt.Prefetch = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q",
                                         help="No progress or summary; print only the run directory.")] = False,
+    live: opt.Live = False,
 ) -> None:
     """Train a workload (default: the article's bot-player LSTM) once and record steps, epochs and CPU% under
     RESULTS_DIR/<run-id>."""
@@ -93,6 +94,6 @@ def run_command(
         workers=workers, cluster=cluster, host=host, task_index=task_index, emulate=emulate, pin=pin,
         connect_timeout=connect_timeout, hang_timeout=hang_timeout, max_restarts=max_restarts,
         cluster_from=cluster_from, base_port=base_port, ps=ps, allow_unenforced=allow_unenforced))
-    path = train_once(cfg, opts, results_dir, run_id, quiet)
+    path = train_once(cfg, opts, results_dir, run_id, opt.Display.of(quiet, live))
     if quiet:
         typer.echo(str(path))  # scripts get the run directory and nothing else

@@ -54,6 +54,7 @@ def sweep_command(
                                                  show_default=False)] = None,
     no_html: Annotated[bool, typer.Option("--no-html", help="Write no HTML report.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No training progress; still the curve.")] = False,
+    live: opt.Live = False,
 ) -> None:
     """Run the baseline and each count of each way (repeats interleaved), then show speedup, efficiency, the
     per-step split, CPU cost, memory per replica, sync cost per step and the forecast against workers."""
@@ -71,14 +72,25 @@ def sweep_command(
     if workers is None:
         raise UsageError("--workers: give the worker counts (e.g. 1,2,4), or --analyze-only SWEEP_DIR")
     sweep_dir = _run(workers, ways, repeats, scaling, cores_per_worker, preset, epochs, batch_size, train_players,
-                     test_players, results_dir, label, pin, allow_unenforced, no_profile, quiet or fmt is Format.json)
+                     test_players, results_dir, label, pin, allow_unenforced, no_profile,
+                     _display(quiet, live, fmt))
     _show(sweep_dir, beyond, fmt, None if no_html else (html or sweep_dir / "report.html"))
+
+
+def _display(quiet: bool, live: bool, fmt: Format) -> opt.Display:
+    from perfkit.errors import UsageError
+
+    if fmt is Format.json:  # the JSON is stdout, alone
+        if live:
+            raise UsageError("--live: not with --format json (the JSON goes to stdout alone)")
+        return opt.Display.QUIET
+    return opt.Display.of(quiet, live)
 
 
 def _run(workers: str, ways: str, repeats: int, scaling: str, cores_per_worker: float | None, preset: str,
          epochs: int | None, batch_size: int | None, train_players: int | None, test_players: int | None,
          results_dir: Path, label: str | None, pin: bool, allow_unenforced: bool, no_profile: bool,
-         quiet: bool) -> Path:
+         display: opt.Display) -> Path:
     from datetime import datetime, timezone
 
     from perfkit.studies.sweep import options_for, plan, sweep
@@ -94,10 +106,10 @@ def _run(workers: str, ways: str, repeats: int, scaling: str, cores_per_worker: 
             preflight(opts)
 
     def train(c: RunConfig, o: Any, run_id: str) -> Path:
-        return train_once(c, o, results_dir, run_id, quiet)
+        return train_once(c, o, results_dir, run_id, display)
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    say = (lambda line: typer.echo(line, err=True)) if quiet else typer.echo
+    say = (lambda line: typer.echo(line, err=True)) if display is opt.Display.QUIET else typer.echo
     return sweep(cfg, p, results_dir, train, lambda n, way: options_for(p, n, pin, allow_unenforced, way), say,
                  stamp)
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from perfkit.cli import _shared as opt
-from perfkit.cli._shared import app, train_once
+from perfkit.cli._shared import Display, app, train_once
 from perfkit.config import PRESETS, Mode, RunConfig
 from perfkit.errors import UsageError
 
@@ -49,7 +49,7 @@ def tune_command(
     step = iter(range(1, 10_000))
 
     def train(c: RunConfig, o: Any, what: str) -> Path:
-        return train_once(c, o, results_dir, None, quiet)
+        return train_once(c, o, results_dir, None, Display.of(quiet))
 
     result = tune(cfg, opts, results_dir, train, try_, repeats, lambda what: typer.echo(f"{next(step)}. {what}"))
     _report(result, results_dir)

@@ -64,8 +64,8 @@ def json_line(s: Snapshot) -> str:
     return json.dumps(s.to_dict(), separators=(",", ":"), allow_nan=False, default=str)
 
 
-def view(s: Snapshot) -> Group:
-    """The terminal view: the headline above a table of the workers."""
+def view(s: Snapshot, hint: bool = True) -> Group:
+    """The terminal view: the headline above a table of the workers (``hint``: how to leave, below)."""
     t = Table(show_edge=False, pad_edge=False, header_style="bold")
     for name, right in (("worker", False), ("host", False), ("state", False), ("epoch", True), ("step", True),
                         ("steps/s", True), ("CPU", True), ("budget", True), ("RSS", True), ("beat", True)):
@@ -80,7 +80,8 @@ def view(s: Snapshot) -> Group:
                   _num(r.cpu_percent, ".0f") + ("%" if r.cpu_percent is not None else ""), _budget(r),
                   _num(None if r.rss_bytes is None else r.rss_bytes / 2**20, ".0f") + (" MiB" if r.rss_bytes else ""),
                   _num(r.beat_age_s, ".0f") + (" s" if r.beat_age_s is not None else ""))
-    return Group(Text(headline(s), style="bold"), t, Text("q or Ctrl-C leaves; the run goes on", style="dim"))
+    leave = [Text("q or Ctrl-C leaves; the run goes on", style="dim")] if hint else []
+    return Group(Text(headline(s), style="bold"), t, *leave)
 
 
 def _budget(r: WorkerRow) -> str:

@@ -37,8 +37,11 @@ def _assert_no_orphans(scope: Path) -> None:
 
 
 def test_two_local_workers_record_every_step(tmp_path: Path) -> None:
-    run, proc = run_ok(tmp_path / "results", "run", "--mode", "multi", "--workers", "2", *TINY)
+    run, proc = run_ok(tmp_path / "results", "run", "--mode", "multi", "--workers", "2", *TINY, "--live")
     assert "workers" in proc.stdout and "run directory:" in proc.stdout
+    # --live: the workers' view (perfkit watch's) under the bars, its last frame left on the terminal
+    view = proc.stdout.split(f"{run.name} running", 1)
+    assert len(view) == 2 and "state" in view[1] and "localhost" in view[1], proc.stdout[-3000:]
     m = meta(run)
     assert m["status"] == "complete" and m["strategy"] == "MultiWorkerMirroredStrategy"
     assert m["cluster"]["num_workers"] == 2 and m["cluster"]["cpu_budget"]["mechanism"] == "affinity+thread-caps"

@@ -208,3 +208,13 @@ def test_the_command_says_in_one_line_what_to_pass(tmp_path: Path, capsys: pytes
     assert capsys.readouterr().out.strip() == "done has finished (complete): perfkit analyze done"
     assert main(["watch", "done", "--results-dir", str(tmp_path), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["state"] == "finished"
+
+
+def test_live_and_quiet_exclude_each_other_and_live_is_no_json(capsys: pytest.CaptureFixture[str]) -> None:
+    from perfkit.cli._shared import Display
+
+    assert Display.of(False, True) is Display.LIVE and Display.of(True) is Display.QUIET
+    with pytest.raises(UsageError, match="--live/--quiet: give one of them"):
+        Display.of(True, True)
+    assert main(["sweep", "--workers", "1,2", "--preset", "tiny", "--live", "--format", "json"]) == 2
+    assert "--live: not with --format json" in capsys.readouterr().err
