@@ -39,6 +39,12 @@ class Regression(PerfkitError):
     exit_code = 1
 
 
+class TraceNotTaken(PerfkitError):
+    """``perfkit watch --trace-now``: a worker's trace window failed, or it did not answer in time."""
+
+    exit_code = 1
+
+
 class RunInterrupted(PerfkitError):
     """The user pressed Ctrl-C; the run is marked ``interrupted`` and its records kept."""
 

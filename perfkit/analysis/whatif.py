@@ -172,7 +172,7 @@ class StepModel:
     def epochs_note(self) -> str:
         if not self.window_left_out:
             return ""
-        return (f" (validation and time outside steps from epoch {', '.join(map(str, self.epochs_used))}: "
+        return (f" (validation and time outside steps from epoch {_spans(self.epochs_used)}: "
                 f"the trace window's epoch left out)")
 
     @property
@@ -339,3 +339,14 @@ def _assumptions(m: StepModel, who: str, level: float) -> str:
     return (f"{who}, keeping its own step-to-step variation (a step "
             f"waits for the slowest: x{float(m.jitter.median()):.3f} at the median step); {split}; {transfer}; "
             f"validation scaled like a step; time outside steps as measured{m.epochs_note}")
+
+
+def _spans(numbers: Any) -> str:
+    """1, 2, 3, 5 -> "1-3, 5": a long run's epochs in a line."""
+    out: list[str] = []
+    for n in sorted(int(x) for x in numbers):
+        if out and out[-1].split("-")[-1] == str(n - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{n}"
+        else:
+            out.append(str(n))
+    return ", ".join(out)

@@ -36,6 +36,12 @@ def watch_command(
     interval: Annotated[float, typer.Option(help="Seconds between two readings.")] = 1.0,
     once: Annotated[bool, typer.Option("--once", help="Two readings an interval apart, one printed, then "
                                        "exit.")] = False,
+    trace_now: Annotated[bool, typer.Option("--trace-now", help="Ask every worker for a trace window at its "
+                                            "next step (writes RUN/trace-now.json), wait for each, say where it "
+                                            "went, then exit.")] = False,
+    trace_steps: Annotated[int, typer.Option(help="--trace-now: the window's length in steps.")] = 3,
+    trace_timeout: Annotated[float, typer.Option(help="--trace-now: seconds to wait for every worker's "
+                                                 "window.")] = 120.0,
 ) -> None:
     """Watch a running run: each worker's state, pace and CPU, and the worker the others wait for.
 
@@ -49,6 +55,9 @@ def watch_command(
     if not (math.isfinite(interval) and 0.2 <= interval <= 60):
         raise UsageError(f"--interval: {interval:g} is not between 0.2 and 60 seconds")
     run_dir = _run_dir(run, results_dir)
+    if trace_now:
+        _trace_now(run_dir, trace_steps, trace_timeout)
+        return
     base = _baseline(baseline, results_dir) if baseline else None
     watcher = Watcher(run_dir, baseline=base)
     line: Callable[..., str] | None = (render.json_line if fmt is Format.json else
@@ -66,6 +75,25 @@ def watch_command(
             _lines(watcher, line, interval)
         else:
             _live(watcher, interval)
+
+
+def _trace_now(run_dir: Path, steps: int, timeout: float) -> None:
+    from perfkit.errors import UsageError
+    from perfkit.live import tracenow
+    from perfkit.results import load_meta
+
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise UsageError(f"--trace-timeout: {timeout:g} is not a number of seconds > 0")
+    status = load_meta(run_dir).status
+    if status != "running":
+        raise UsageError(f"--trace-now: {run_dir.name} is not running ({status}); nothing would take the window")
+    rid = tracenow.ask(run_dir, steps)
+    typer.echo(f"asked every worker of {run_dir.name} for a trace window of {steps} steps (request {rid})")
+    for worker, got in tracenow.wait(run_dir, rid, timeout):
+        window = got.get("window") or {}
+        where = got.get("file") or got.get("error")
+        typer.echo(f"worker {worker}: {got.get('status')} steps {window.get('first')}-{window.get('last')}: {where}")
+    typer.echo(f"perfkit tensorboard --results-dir {run_dir.parent} shows them (session {run_dir.name}-now{rid})")
 
 
 def _lines(watcher, line: Callable[..., str], interval: float) -> None:  # type: ignore[no-untyped-def]

@@ -1,6 +1,7 @@
 """`perfkit watch` on a real 2-worker run while it trains: a SIGSTOPped worker named within 3 s, the live view
-in a pseudo-terminal left with `q` while the run goes on; then Ctrl-C stops the run (every worker, marked
-interrupted) and the watcher says it finished, in one line. One run serves the module, in that order."""
+in a pseudo-terminal left with `q` while the run goes on, `--trace-now` giving both workers a trace window;
+then Ctrl-C stops the run (every worker, marked interrupted) and the watcher says it finished, in one line.
+One run serves the module, in that order."""
 
 from __future__ import annotations
 
@@ -33,10 +34,12 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def training(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
-    """A 2-worker run of 100 epochs, past its first epoch; killed at the end if a test left it running."""
+    """A 2-worker run of 100 epochs, past its first epoch; killed at the end if a test left it running. One
+    restart allowed: TensorFlow's profiler can crash a worker at a capture's stop (docs/tf-profiler-crash.md),
+    and the restarted cluster takes a fresh --trace-now request again."""
     results = tmp_path_factory.mktemp("watched") / "results"
-    proc = start("run", "--mode", "multi", "--workers", "2", *TINY_MULTI, "--epochs", "100", "--results-dir",
-                 str(results), "--quiet")
+    proc = start("run", "--mode", "multi", "--workers", "2", *TINY_MULTI, "--epochs", "100", "--max-restarts", "1",
+                 "--results-dir", str(results), "--quiet")
     try:
         wait_for_status(results, 0, "epochs_done", 1, proc)
         yield results, proc
@@ -106,6 +109,21 @@ def test_the_live_view_in_a_terminal_leaves_on_q(training: tuple[Path, subproces
     text = screen.decode(errors="replace")
     assert "worker" in text and "localhost" in text and "q or Ctrl-C leaves" in text, text[-2000:]
     assert proc.poll() is None and meta(only_run(results))["status"] == "running"
+
+
+def test_trace_now_gives_every_worker_a_trace_window(training: tuple[Path, subprocess.Popen[str]]) -> None:
+    results, _ = training
+    run = only_run(results)
+    proc = perfkit("watch", str(run), "--trace-now", "--trace-steps", "2", timeout=200)
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("worker ")]
+    assert len(lines) == 2 and all(": captured steps " in line for line in lines), proc.stdout
+    for w in (0, 1):
+        taken = json.loads((run / "workers" / str(w) / "status.json").read_text())["traces_now"]
+        [(rid, got)] = taken.items()
+        assert got["status"] == "captured" and got["window"]["last"] - got["window"]["first"] == 1
+        assert (run / got["file"]).stat().st_size > 0 and f"-now{rid}/" in got["file"]
+    assert meta(run)["status"] == "running"
 
 
 @pytest.mark.slow

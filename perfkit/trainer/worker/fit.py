@@ -14,7 +14,7 @@ from typing import Any
 
 from perfkit.config import RunConfig
 from perfkit.events import Observer
-from perfkit.profiler import scalars, tracewindow
+from perfkit.profiler import ondemand, scalars, tracewindow
 from perfkit.profiler.steps import StepLog, keras_callback
 from perfkit.profiler.tracewindow import CaptureTarget
 from perfkit.runmeta import FitPlan
@@ -30,6 +30,8 @@ class Instruments:
     capture: CaptureTarget | None = None  # None: no trace window (``--no-profile``)
     scalars_dir: Path | None = None
     on_capture: Callable[[dict[str, Any]], None] | None = None  # told each state of the capture, and its end
+    # told the windows asked for while training (perfkit watch --trace-now); None: none are taken
+    on_demand: Callable[[dict[str, Any]], None] | None = None
 
 
 @contextlib.contextmanager
@@ -116,19 +118,22 @@ def fit(cfg: RunConfig, workload: Any, strategy: Any, steplog: StepLog, observer
 
 
 def _add_instruments(callbacks: list[Any], cfg: RunConfig, plan: FitPlan,
-                     instruments: Instruments) -> tracewindow.TraceCapture | None:
+                     instruments: Instruments) -> ondemand.Captures | None:
     if instruments.scalars_dir is not None:
         callbacks.append(scalars.keras_callback(instruments.scalars_dir))
     # The window counts executions (batches when there is one per execution, as by default); auto sizes
     # itself in batches (tracewindow.resolve).
     window = tracewindow.resolve(cfg.profile_steps, plan.executions_per_epoch, cfg.epochs, plan.steps_per_execution)
-    if window is None or instruments.capture is None:
+    target = instruments.capture
+    if target is None or (window is None and instruments.on_demand is None):
         return None
     # One process alone may try a failed capture again in a later epoch; the workers of a cluster must
     # trace the same steps, so there the launcher retries them all together (trainer.supervise.supervise).
     retries = cfg.profile_retries if cfg.mode.value == "single" else 0
-    capture = tracewindow.tf_capture(window, instruments.capture, instruments.on_capture, retries,
-                               plan.executions_per_epoch, cfg.epochs)
+    scheduled = None if window is None else tracewindow.tf_capture(
+        window, target, instruments.on_capture, retries, plan.executions_per_epoch, cfg.epochs)
+    asked = None if instruments.on_demand is None else ondemand.OnDemand(target, instruments.on_demand)
+    capture = ondemand.Captures(scheduled, asked)
     callbacks.append(tracewindow.keras_callback(capture, plan.steps_per_epoch,
                                                 steps_per_execution=plan.steps_per_execution))
     return capture

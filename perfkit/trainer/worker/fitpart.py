@@ -14,7 +14,7 @@ from typing import Any
 
 from perfkit._atomic import write_error
 from perfkit.errors import UsageError
-from perfkit.profiler import scalars, tracewindow
+from perfkit.profiler import ondemand, scalars, tracewindow
 from perfkit.profiler.steps import StepLog, keras_callback
 from perfkit.runmeta import WorkerRecord
 from perfkit.trainer.worker.part import (
@@ -100,7 +100,7 @@ class WorkerPart:
         self.status = Status(wdir / "status.json", ctx.index)
         self.save = open_part(self.status, wdir, steplog, ctx.host, ctx.attempt)
         self.observer = StatusObserver(self.status, self.save)
-        self.capture: tracewindow.TraceCapture | None = None
+        self.capture: ondemand.Captures | None = None
         self.plan: dict[str, Any] | None = None
         self._callbacks: list[Any] | None = None
         self._device_autotune: bool | None = None  # the strategy's per-device datasets' autotuner (auto.py)
@@ -151,15 +151,15 @@ class WorkerPart:
                                        "window": None, "file": None, "attempt": self.ctx.attempt})
             return
         window = tracewindow.resolve(self.ctx.profile_steps, per_epoch, epochs, steps_per_execution)
-        if window is None:
-            return
         # One process alone may try a failed capture again later; the workers of a cluster must trace the
         # same steps, so there a lost capture is not retried in-process.
         retries = self.ctx.profile_retries if self.ctx.num_workers == 1 else 0
         target = tracewindow.CaptureTarget(self.run_dir, session=self.ctx.run_id,
                                            host_name=f"{self.ctx.host}-w{self.ctx.index}")
-        self.capture = tracewindow.tf_capture(window, target, lambda r: self.status.write(
+        scheduled = None if window is None else tracewindow.tf_capture(window, target, lambda r: self.status.write(
             profile={**r, "attempt": self.ctx.attempt}), retries, per_epoch, epochs)
+        asked = ondemand.OnDemand(target, lambda traces: self.status.write(traces_now=traces))
+        self.capture = ondemand.Captures(scheduled, asked)
 
     def finishing(self) -> None:
         """fit ran its last step: the tables saved now and status.json says ``finishing``, while Keras and

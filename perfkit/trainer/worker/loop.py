@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from perfkit.profiler import scalars, tracewindow
+from perfkit.profiler import ondemand, scalars, tracewindow
 from perfkit.profiler.steps import StepLog
 from perfkit.trainer.worker.chooser import StepChooser
 from perfkit.trainer.worker.part import Status, StatusObserver, close_part, open_part
@@ -34,7 +34,9 @@ class LoopPart:
                                      "step_function": chooser.describe()}
         self.epoch = self.in_epoch = self.total = 0
         self._lengths: list[int] = []
-        self.capture: tracewindow.TraceCapture | None = None
+        self.target = tracewindow.CaptureTarget(ctx.run_dir, session=ctx.run_id, host_name=f"{ctx.host}-w{ctx.index}")
+        self.capture = ondemand.Captures(None, ondemand.OnDemand(
+            self.target, lambda traces: self.status.write(traces_now=traces)))
         spec = ctx.profile_steps
         self._window_pending = spec == "auto"
         if spec not in ("auto", "off"):
@@ -47,8 +49,6 @@ class LoopPart:
 
     def before_step(self) -> Any:
         """A step is about to run: the trace window; the step marker while tracing."""
-        if self.capture is None:
-            return contextlib.nullcontext()
         self.capture.step_begin(self.total + 1)
         if not self.capture.active:
             return contextlib.nullcontext()
@@ -63,8 +63,7 @@ class LoopPart:
         self.steplog.timed_step(self.in_epoch, start_ns, end_ns)
         self.in_epoch += 1
         self.total += 1
-        if self.capture is not None:
-            self.capture.step_end(self.total)
+        self.capture.step_end(self.total)
         self.status.write(force=False, epoch=self.epoch, step=self.in_epoch - 1)
         if self._window_pending and self.epoch == 0 and self.in_epoch >= NO_EPOCH_AFTER:
             self._place_auto(self.in_epoch)
@@ -73,8 +72,7 @@ class LoopPart:
         """The loop began a new pass (a new iterator, a metric reset): the epoch in progress ends here."""
         if self.in_epoch == 0:
             return
-        if self.capture is not None:
-            self.capture.epoch_boundary()
+        self.capture.epoch_boundary()
         row = self.steplog.epoch_end(self.epoch, {})
         self.scalars.end(self.epoch, {})
         self._lengths.append(self.in_epoch)
@@ -97,17 +95,14 @@ class LoopPart:
     def _place(self, window: tracewindow.Window, steps_per_epoch: int) -> None:
         # As for fit: a lone process may retry a lost capture an epoch later; a cluster's workers never do.
         retries = self.ctx.profile_retries if self.ctx.num_workers == 1 and steps_per_epoch else 0
-        target = tracewindow.CaptureTarget(self.ctx.run_dir, session=self.ctx.run_id,
-                                           host_name=f"{self.ctx.host}-w{self.ctx.index}")
-        self.capture = tracewindow.tf_capture(window, target, lambda r: self.status.write(
+        self.capture.scheduled = tracewindow.tf_capture(window, self.target, lambda r: self.status.write(
             profile={**r, "attempt": self.ctx.attempt}), retries, steps_per_epoch, 1 << 30)
 
     def end(self, exc: BaseException | None) -> None:
         """The process is ending: close the epoch in progress, stop a capture, save everything."""
         self.boundary()
-        if self.capture is not None:
-            self.capture.finish()
-        elif self._window_pending:
+        self.capture.finish()
+        if self.capture.scheduled is None and self._window_pending:
             self.status.write(profile={"status": "skipped", "window": None, "file": None,
                                        "error": "training ended before the first epoch's length was known",
                                        "attempt": self.ctx.attempt})

@@ -90,7 +90,8 @@ def _train(run_dir: Path, cfg: RunConfig, cluster: ClusterSpec, launch: dict[str
     instruments = Instruments(
         capture=CaptureTarget(run_dir, session=str(launch.get("run_id", run_dir.name)), host_name=f"{host}-w{index}"),
         scalars_dir=run_dir / "tensorboard" / f"w{index}",
-        on_capture=lambda r: status.write(profile={**r, "attempt": int(launch.get("attempt", 0))}))
+        on_capture=lambda r: status.write(profile={**r, "attempt": int(launch.get("attempt", 0))}),
+        on_demand=lambda traces: status.write(traces_now=traces))
     fit(cfg, workload, strategy, steplog, StatusObserver(status, save), cpu=lambda: None,
         num_workers=cluster.num_workers, backup_dir=backup, instruments=instruments, on_plan=lambda plan: status.write(
             plan=plan.to_dict(), executions_per_epoch=plan.executions_per_epoch),
