@@ -31,4 +31,5 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "startup": ("benchmarks.startup", "command to first step: 1 process against 4 and 8 local workers"),
     "hosts": ("benchmarks.hosts", "your script on 2 SSH hosts vs one machine: command to first step, records back"),
     "autorecord": ("benchmarks.autorecord", "perfkit launch of unmodified tutorial scripts vs running them bare"),
+    "watch-alarm": ("benchmarks.watch_alarm", "perfkit watch naming a worker whose budget is cut mid-run; false flags"),
 }

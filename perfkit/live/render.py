@@ -50,7 +50,7 @@ def worker_text(r: WorkerRow) -> str:
     at += f" s{r.step + 1}" if r.step is not None else ""
     state = r.state.value + (f" {r.where}" if r.where and r.state.alarming else "")
     return (f"w{r.index} {r.host} {state} {at} {_num(r.steps_per_s, '.1f')} st/s cpu "
-            f"{_num(r.cpu_percent, '.0f')}%/{_budget(r)}")
+            f"{_num(r.cpu_percent, '.0f')}%+{_num(r.cpu_wait_percent, '.0f')}% waiting/{_budget(r)}")
 
 
 def plain_line(s: Snapshot) -> str:
@@ -68,7 +68,8 @@ def view(s: Snapshot, hint: bool = True) -> Group:
     """The terminal view: the headline above a table of the workers (``hint``: how to leave, below)."""
     t = Table(show_edge=False, pad_edge=False, header_style="bold")
     for name, right in (("worker", False), ("host", False), ("state", False), ("epoch", True), ("step", True),
-                        ("steps/s", True), ("CPU", True), ("budget", True), ("RSS", True), ("beat", True)):
+                        ("steps/s", True), ("CPU", True), ("waiting", True), ("budget", True), ("RSS", True),
+                        ("beat", True)):
         t.add_column(name, justify="right" if right else "left", no_wrap=True)
     for r in s.workers:
         slow = s.slowest is not None and s.slowest.worker == r.index
@@ -77,7 +78,8 @@ def view(s: Snapshot, hint: bool = True) -> Group:
         t.add_row(Text(f"{r.index}" + (" (slowest)" if slow else ""), style="bold yellow" if slow else ""),
                   r.host, state, _num(None if r.epoch is None else r.epoch + 1, "d"),
                   _num(None if r.step is None else r.step + 1, "d"), _num(r.steps_per_s, ".1f"),
-                  _num(r.cpu_percent, ".0f") + ("%" if r.cpu_percent is not None else ""), _budget(r),
+                  _num(r.cpu_percent, ".0f") + ("%" if r.cpu_percent is not None else ""),
+                  _num(r.cpu_wait_percent, ".0f") + ("%" if r.cpu_wait_percent is not None else ""), _budget(r),
                   _num(None if r.rss_bytes is None else r.rss_bytes / 2**20, ".0f") + (" MiB" if r.rss_bytes else ""),
                   _num(r.beat_age_s, ".0f") + (" s" if r.beat_age_s is not None else ""))
     leave = [Text("q or Ctrl-C leaves; the run goes on", style="dim")] if hint else []

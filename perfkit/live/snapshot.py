@@ -44,22 +44,26 @@ class WorkerRow:
     step: int | None
     steps_per_s: float | None
     cpu_percent: float | None  # 100 = one core
+    # its threads' time runnable but not running (waiting for a core: a throttled budget, a busy host)
+    cpu_wait_percent: float | None
     budget_cores: float | None  # its share of its host's cores
     rss_bytes: int | None
     beat_age_s: float | None  # how old its last heartbeat is
 
     @property
     def busy(self) -> float | None:
-        """Its CPU over its budget: 1.0 computes all the time, lower waits (or idles)."""
+        """Its demand for CPU (running, or runnable and waiting for a core) over its budget: a worker that
+        computes the whole step never idles; one that waits for a peer sleeps in the all-reduce."""
         if self.cpu_percent is None or not self.budget_cores:
             return None
-        return self.cpu_percent / 100.0 / self.budget_cores
+        return (self.cpu_percent + (self.cpu_wait_percent or 0.0)) / 100.0 / self.budget_cores
 
 
 @dataclass(frozen=True)
 class Slowest:
-    """The worker the others wait for over the window: the one that used most of its CPU budget (in
-    synchronous training every worker's step rate is the same, so the step rates cannot tell)."""
+    """The worker the others wait for over the window: the one whose demand for CPU (used, or waited for) was
+    the largest share of its budget (in synchronous training every worker's step rate is the same, so the
+    step rates cannot tell)."""
 
     worker: int
     host: str

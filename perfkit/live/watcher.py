@@ -3,14 +3,18 @@ heartbeat.json (``trainer/worker/heartbeat.py``, rewritten each second), and, fo
 on this machine, its CPU time and memory from /proc (psutil). Nothing is written into the run.
 
 The slowest worker is found from CPU, not from step rates: in synchronous training every worker ends each
-step together, but the one the others wait for computes the whole step while they wait in the all-reduce,
-so it uses the largest share of its CPU budget. The others' wait is how much less of theirs they used.
+step together, but the one the others wait for computes the whole step while they sleep in the all-reduce:
+its threads are always running or waiting for a core (a throttled budget, a busy host: the run delay the
+kernel counts in ``schedstat``), so its demand is the largest share of its budget. The others' wait is how
+much less of theirs they asked for. CPU used alone cannot tell when the slow host's budget is not the one
+recorded (cut, or shared with another tenant): the waiting worker then uses as little as the slow one.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -33,6 +37,10 @@ WINDOW_S = 10.0  # rates and the slowest worker over this much of the latest his
 NOT_UPDATED_S = 30.0  # a running run in which nothing moved for this long is shown as not updated
 STUCK_AFTER_S = 10.0  # no step for this long, idle in its own code: stuck
 WAIT_FLAG = 0.2  # the others wait at least this share of a step: the slowest worker is named
+# ... over at least this much history, and found again in readings this far apart: an epoch's end or one
+# worker's validation finishing first makes one reading lopsided, not several in a row
+MIN_SPAN_S = 5.0
+NAMED_AFTER_S = 2.0
 _STATES = {"starting": WorkerState.STARTING, "loading-data": WorkerState.STARTING,
            "connecting": WorkerState.CONNECTING, "joined": WorkerState.CONNECTING,
            "training": WorkerState.TRAINING, "calibrating": WorkerState.FINISHING,
@@ -47,6 +55,7 @@ class ProcInfo:
     cpu_s: float  # user + system
     rss_bytes: int
     create_wall_s: float
+    wait_s: float | None = None  # its threads' time runnable but not running (schedstat run delay)
 
 
 def read_proc(pid: int) -> ProcInfo | None:
@@ -55,9 +64,29 @@ def read_proc(pid: int) -> ProcInfo | None:
         p = psutil.Process(pid)
         with p.oneshot():
             t = p.cpu_times()
-            return ProcInfo(p.status(), t.user + t.system, p.memory_info().rss, p.create_time())
+            return ProcInfo(p.status(), t.user + t.system, p.memory_info().rss, p.create_time(), run_delay_s(pid))
     except (psutil.Error, OSError):
         return None
+
+
+def run_delay_s(pid: int) -> float | None:
+    """Seconds the process's threads spent runnable but not running, summed (each thread's
+    ``/proc/<pid>/task/<tid>/schedstat``, second field: time on a run queue, a throttled cgroup's included);
+    None where the kernel keeps no schedstat. psutil does not read it."""
+    total, found = 0, False
+    try:
+        tasks = os.scandir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    with tasks:
+        for task in tasks:
+            try:
+                with open(f"{task.path}/schedstat", "rb") as fh:
+                    total += int(fh.read().split()[1])
+                found = True
+            except (OSError, ValueError, IndexError):
+                continue  # a thread that ended meanwhile
+    return total / 1e9 if found else None
 
 
 @dataclass(frozen=True)
@@ -66,6 +95,7 @@ class _Seen:
     samples: float | None
     batches: float | None
     cpu_s: float | None
+    wait_s: float | None
 
 
 class Watcher:
@@ -80,6 +110,7 @@ class Watcher:
         self._history: dict[int, deque[_Seen]] = {}
         self._moved: dict[int, tuple[float, Any]] = {}  # worker -> (when its step count last changed, it)
         self._local: dict[int, bool] = {}  # pid -> its process is on this machine
+        self._streak: tuple[int | None, float] = (None, 0.0)  # the worker found slowest, and since when
 
     def poll(self) -> Snapshot:
         meta = _read_meta(self.run_dir)
@@ -105,7 +136,8 @@ class Watcher:
         proc = self._proc(pid, status) if pid else None
         gone = bool(pid and self._local.get(pid) and proc is None)
         position = beat if beat.get("step") is not None or not status else status
-        seen = _Seen(now, _num(beat.get("samples")), _num(beat.get("batches")), proc.cpu_s if proc else None)
+        seen = _Seen(now, _num(beat.get("samples")), _num(beat.get("batches")), proc.cpu_s if proc else None,
+                     proc.wait_s if proc else None)
         history = self._history.setdefault(index, deque())
         if history and seen.batches is not None and (history[-1].batches or 0) > seen.batches:
             history.clear()  # a restarted worker counts from zero again
@@ -117,12 +149,12 @@ class Watcher:
         first = history[0]
         span = now - first.t
         steps = _rate(first.batches, seen.batches, span)
-        cpu = _rate(first.cpu_s, seen.cpu_s, span)
+        cpu, wait = _rate(first.cpu_s, seen.cpu_s, span), _rate(first.wait_s, seen.wait_s, span)
         age = (wall - int(beat["t_wall_ns"])) / 1e9 if _int(beat.get("t_wall_ns")) else None
         state, where = self._state(index, status, beat, proc, gone, (age, cpu, cores, now))
         return WorkerRow(index, host, pid, state, where, _int(position.get("epoch")), _int(position.get("step")),
-                         steps, None if cpu is None else cpu * 100.0, cores, proc.rss_bytes if proc else None,
-                         age)
+                         steps, None if cpu is None else cpu * 100.0, None if wait is None else wait * 100.0, cores,
+                         proc.rss_bytes if proc else None, age)
 
     def _proc(self, pid: int, status: dict[str, Any]) -> ProcInfo | None:
         """The worker's process when it is on this machine: the pid's process started with the worker (a pid on
@@ -165,8 +197,18 @@ class Watcher:
         epoch = max((r.epoch for r in rows if r.epoch is not None), default=None)
         return Snapshot(meta.run_id, state, meta.status, age, _elapsed(meta, wall), rows, epochs, per_epoch, epoch,
                         samples, self.baseline[0] if self.baseline else None, speedup,
-                        slowest(rows) if state is RunState.RUNNING else None,
+                        self._steady(slowest(rows), self._clock()) if state is RunState.RUNNING else None,
                         _eta(rows, epochs, per_epoch, self.run_dir, wall) if state is RunState.RUNNING else None)
+
+    def _steady(self, found: Slowest | None, now: float) -> Slowest | None:
+        """``found`` once every reading for ``NAMED_AFTER_S`` (over ``MIN_SPAN_S`` of history) found it."""
+        spans = [h[-1].t - h[0].t for h in self._history.values() if h]
+        if found is None or not spans or min(spans) < MIN_SPAN_S:
+            self._streak = (None, now)
+            return None
+        if self._streak[0] != found.worker:
+            self._streak = (found.worker, now)
+        return found if now - self._streak[1] >= NAMED_AFTER_S else None
 
     def _sample_rate(self, index: int) -> float | None:
         history = self._history.get(index)

@@ -35,7 +35,7 @@ class Clock:
 
 
 class Procs:
-    """Fake processes: pid -> [status, cpu seconds]; started with their worker."""
+    """Fake processes: pid -> [status, cpu seconds, seconds waiting for a core]; started with their worker."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock, self.table = clock, {}
@@ -43,8 +43,8 @@ class Procs:
     def __call__(self, pid: int) -> ProcInfo | None:
         if pid not in self.table:
             return None
-        status, cpu = self.table[pid]
-        return ProcInfo(status, cpu, 300 * 2**20, NOW - 60.0)
+        status, cpu, wait = self.table[pid]
+        return ProcInfo(status, cpu, 300 * 2**20, NOW - 60.0, wait)
 
 
 def _running(tmp_path: Path, hosts: tuple[tuple[str, float, int], ...] = PAIR) -> Path:
@@ -73,16 +73,18 @@ def _worker(run: Path, index: int, clock: Clock, *, state: str = "training", bat
 def _watch(run: Path) -> tuple[Watcher, Clock, Procs]:
     clock = Clock()
     procs = Procs(clock)
-    procs.table = {500: ["running", 0.0], 501: ["running", 0.0]}
+    procs.table = {500: ["running", 0.0, 0.0], 501: ["running", 0.0, 0.0]}
     return Watcher(run, clock=clock, wall_ns=clock.wall_ns, procs=procs, baseline=("single", 100.0)), clock, procs
 
 
 def _advance(run: Path, clock: Clock, procs: Procs, seconds: float, cpu: dict[int, float], batches: int,
-             **worker: Any) -> None:
-    """``seconds`` later: each worker used cpu[i] cores and both ran to ``batches``."""
+             wait: dict[int, float] | None = None, **worker: Any) -> None:
+    """``seconds`` later: each worker used cpu[i] cores (and waited wait[i] for one) and both ran to
+    ``batches``."""
     clock.t += seconds
     for i, cores in cpu.items():
         procs.table[500 + i][1] += cores * seconds
+        procs.table[500 + i][2] += (wait or {}).get(i, 0.0) * seconds
         last = max(batches - 1, 0)
         _worker(run, i, clock, batches=batches, step=last % 20 if batches else None, epoch=last // 20, **worker)
 
@@ -93,19 +95,23 @@ def test_the_worker_that_uses_most_of_its_budget_is_the_one_the_others_wait_for(
     for i in (0, 1):
         _worker(run, i, clock)
     watcher.poll()
-    _advance(run, clock, procs, 5.0, {0: 1.5, 1: 0.98}, batches=20)  # worker 0: half of its 3 cores; 1: all of 1
-    snap = watcher.poll()
+    # worker 0: half of its 3 cores; 1: all of its 1. Named once found for 2 s over 5 s of history.
+    for n, (seconds, batches) in enumerate(((5.0, 20), (1.0, 20), (1.0, 20))):
+        _advance(run, clock, procs, seconds, {0: 1.5, 1: 0.98}, batches=batches)
+        snap = watcher.poll()
+        assert (snap.slowest is None) == (n < 2), n
     w0, w1 = snap.workers
     assert (w0.cpu_percent, w1.cpu_percent) == (pytest.approx(150.0), pytest.approx(98.0))
-    assert (w0.budget_cores, w1.budget_cores) == (3.0, 1.0) and w1.steps_per_s == pytest.approx(4.0)
+    rate = 20 / 7.0  # 20 batches in the 7 s watched
+    assert (w0.budget_cores, w1.budget_cores) == (3.0, 1.0) and w1.steps_per_s == pytest.approx(rate)
     assert snap.slowest is not None and snap.slowest.worker == 1 and snap.slowest.host == "b"
     assert snap.slowest.others_wait_share == pytest.approx(1 - 0.5 / 0.98)
-    assert snap.slowest.wait_s_per_step == pytest.approx((1 - 0.5 / 0.98) / 4.0)
-    assert snap.samples_per_s == pytest.approx(2 * 4.0 * 32) and snap.speedup == pytest.approx(2.56)
-    # 20 of 200 batches in the 55 s since training began: 180 more at that pace
-    assert snap.eta_s == pytest.approx(180 * 55.0 / 20)
+    assert snap.slowest.wait_s_per_step == pytest.approx((1 - 0.5 / 0.98) / rate)
+    assert snap.samples_per_s == pytest.approx(2 * rate * 32) and snap.speedup == pytest.approx(2 * rate * 0.32)
+    # 20 of 200 batches in the 57 s since training began: 180 more at that pace
+    assert snap.eta_s == pytest.approx(180 * 57.0 / 20)
     line = render.plain_line(snap)
-    assert "the others wait for worker 1 (b): 49% of their step" in line and "2.56x single" in line
+    assert "the others wait for worker 1 (b): 49% of their step" in line and "1.83x single" in line
     assert json.loads(render.json_line(snap))["slowest"]["worker"] == 1
 
 
@@ -218,3 +224,20 @@ def test_live_and_quiet_exclude_each_other_and_live_is_no_json(capsys: pytest.Ca
         Display.of(True, True)
     assert main(["sweep", "--workers", "1,2", "--preset", "tiny", "--live", "--format", "json"]) == 2
     assert "--live: not with --format json" in capsys.readouterr().err
+
+
+def test_a_host_slower_than_its_recorded_budget_is_named_by_its_wait_for_a_core(tmp_path: Path) -> None:
+    """Host b's budget cut behind the run's back: both workers use a quarter of a core (one computes, one
+    sleeps in the all-reduce), but b's threads wait for a core the rest of the time."""
+    run = _running(tmp_path, hosts=(("a", 1.0, 1), ("b", 1.0, 1)))
+    watcher, clock, procs = _watch(run)
+    for i in (0, 1):
+        _worker(run, i, clock)
+    watcher.poll()
+    for seconds in (5.0, 1.0, 1.0):
+        _advance(run, clock, procs, seconds, {0: 0.23, 1: 0.24}, batches=10, wait={0: 0.05, 1: 0.9})
+        snap = watcher.poll()
+    assert snap.workers[1].cpu_wait_percent == pytest.approx(90.0)
+    assert snap.slowest is not None and snap.slowest.worker == 1
+    assert snap.slowest.others_wait_share == pytest.approx(1 - 0.28 / 1.14)
+    assert "w1 b training e1 s10 1.4 st/s cpu 24%+90% waiting/100%" in render.plain_line(snap)
