@@ -119,6 +119,8 @@ class Watcher:
         rows, newest = [], _mtime(self.run_dir / RUN_FILE)
         for wdir in _worker_dirs(self.run_dir):
             status, beat = _read_json(wdir / "status.json"), _read_json(wdir / HEARTBEAT_FILE)
+            if not status and not beat:  # nothing written yet (or a --mode single run: its records come at the end)
+                continue
             newest = max(newest, _mtime(wdir / "status.json"), _mtime(wdir / HEARTBEAT_FILE))
             index = int(wdir.name)
             host = str(status.get("host") or hosts.get(index) or "?")
@@ -126,7 +128,7 @@ class Watcher:
             rows.append(self._row(index, host, cores, status, beat, now, wall))
         state = RunState.RUNNING if meta.status == "running" else RunState.FINISHED
         age = max(0.0, wall / 1e9 - newest)
-        if state is RunState.RUNNING and age > NOT_UPDATED_S:
+        if state is RunState.RUNNING and age > NOT_UPDATED_S and not self._launcher_alive(meta):
             state = RunState.NOT_UPDATED
         return self._snapshot(meta, state, age, tuple(rows), wall)
 
@@ -200,6 +202,11 @@ class Watcher:
                         self._steady(slowest(rows), self._clock()) if state is RunState.RUNNING else None,
                         _eta(rows, epochs, per_epoch, self.run_dir, wall) if state is RunState.RUNNING else None)
 
+    def _launcher_alive(self, meta: RunMeta) -> bool:
+        """The process that launched the run (a --mode single run's trainer) lives on this machine: quiet
+        files then mean a long epoch, not a run whose launcher is gone."""
+        return launcher_alive(self.run_dir, meta, self._procs)
+
     def _steady(self, found: Slowest | None, now: float) -> Slowest | None:
         """``found`` once every reading for ``NAMED_AFTER_S`` (over ``MIN_SPAN_S`` of history) found it."""
         spans = [h[-1].t - h[0].t for h in self._history.values() if h]
@@ -250,6 +257,18 @@ def _eta(rows: tuple[WorkerRow, ...], epochs: int | None, per_epoch: int | None,
     return max(out) if out else None
 
 
+def launcher_alive(run_dir: Path, meta: RunMeta, procs: Callable[[int], ProcInfo | None] = read_proc) -> bool:
+    """Whether the run's launcher (launch.json's ``launcher_pid``; a --mode single run's trainer) is a live
+    process here that started no later than the run."""
+    pid = _int(_read_json(run_dir / "launch.json").get("launcher_pid"))
+    if pid is None and meta.mode == "single" and meta.workers:
+        pid = meta.workers[0].pid
+    proc = procs(pid) if pid else None
+    started = _started_s(meta)
+    return bool(proc and proc.status not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+                and (started is None or proc.create_wall_s <= started + 5))
+
+
 def find_running(results_dir: Path, now_wall_s: float | None = None) -> Path:
     """The one running run under ``results_dir``: its directory; a one-line error when none or several."""
     now = time.time() if now_wall_s is None else now_wall_s
@@ -259,7 +278,7 @@ def find_running(results_dir: Path, now_wall_s: float | None = None) -> Path:
             meta = load_meta(path)
         except ResultsError:
             continue
-        if meta.status == "running" and now - _newest(path) <= NOT_UPDATED_S:
+        if meta.status == "running" and (now - _newest(path) <= NOT_UPDATED_S or launcher_alive(path, meta)):
             running.append(path)
     if not running:
         raise UsageError(f"RUN: no run is running under {results_dir} (--results-dir); name one: perfkit watch "
@@ -319,12 +338,17 @@ def _rate(a: float | None, b: float | None, span: float) -> float | None:
     return (b - a) / span
 
 
-def _elapsed(meta: RunMeta, wall: int) -> float | None:
+def _started_s(meta: RunMeta) -> float | None:
+    """When the run started, in wall seconds (run.json's ``started``)."""
     try:
-        started = datetime.fromisoformat(str(meta.started).replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(str(meta.started).replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
-    return max(0.0, wall / 1e9 - started)
+
+
+def _elapsed(meta: RunMeta, wall: int) -> float | None:
+    started = _started_s(meta)
+    return None if started is None else max(0.0, wall / 1e9 - started)
 
 
 def _int(value: Any) -> int | None:

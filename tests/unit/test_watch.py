@@ -77,6 +77,15 @@ def _watch(run: Path) -> tuple[Watcher, Clock, Procs]:
     return Watcher(run, clock=clock, wall_ns=clock.wall_ns, procs=procs, baseline=("single", 100.0)), clock, procs
 
 
+def _started(run: Path) -> tuple[Watcher, Clock, Procs]:
+    """A watcher after its first reading of both workers, training at step 0."""
+    watcher, clock, procs = _watch(run)
+    for i in (0, 1):
+        _worker(run, i, clock)
+    watcher.poll()
+    return watcher, clock, procs
+
+
 def _advance(run: Path, clock: Clock, procs: Procs, seconds: float, cpu: dict[int, float], batches: int,
              wait: dict[int, float] | None = None, **worker: Any) -> None:
     """``seconds`` later: each worker used cpu[i] cores (and waited wait[i] for one) and both ran to
@@ -91,10 +100,7 @@ def _advance(run: Path, clock: Clock, procs: Procs, seconds: float, cpu: dict[in
 
 def test_the_worker_that_uses_most_of_its_budget_is_the_one_the_others_wait_for(tmp_path: Path) -> None:
     run = _running(tmp_path)
-    watcher, clock, procs = _watch(run)
-    for i in (0, 1):
-        _worker(run, i, clock)
-    watcher.poll()
+    watcher, clock, procs = _started(run)
     # worker 0: half of its 3 cores; 1: all of its 1. Named once found for 2 s over 5 s of history.
     for n, (seconds, batches) in enumerate(((5.0, 20), (1.0, 20), (1.0, 20))):
         _advance(run, clock, procs, seconds, {0: 1.5, 1: 0.98}, batches=batches)
@@ -117,10 +123,7 @@ def test_the_worker_that_uses_most_of_its_budget_is_the_one_the_others_wait_for(
 
 def test_workers_that_keep_pace_name_nobody(tmp_path: Path) -> None:
     run = _running(tmp_path, hosts=(("a", 1.0, 1), ("b", 1.0, 1)))
-    watcher, clock, procs = _watch(run)
-    for i in (0, 1):
-        _worker(run, i, clock)
-    watcher.poll()
+    watcher, clock, procs = _started(run)
     _advance(run, clock, procs, 5.0, {0: 0.9, 1: 0.85}, batches=20)
     snap = watcher.poll()
     assert snap.slowest is None and "no worker held the others back" in render.headline(snap)
@@ -128,10 +131,7 @@ def test_workers_that_keep_pace_name_nobody(tmp_path: Path) -> None:
 
 def test_a_stopped_process_and_a_silent_heartbeat_are_named_at_once(tmp_path: Path) -> None:
     run = _running(tmp_path)
-    watcher, clock, procs = _watch(run)
-    for i in (0, 1):
-        _worker(run, i, clock)
-    watcher.poll()
+    watcher, clock, procs = _started(run)
     procs.table[501][0] = "stopped"
     _advance(run, clock, procs, 1.0, {0: 0.0}, batches=0)
     snap = watcher.poll()
@@ -230,10 +230,7 @@ def test_a_host_slower_than_its_recorded_budget_is_named_by_its_wait_for_a_core(
     """Host b's budget cut behind the run's back: both workers use a quarter of a core (one computes, one
     sleeps in the all-reduce), but b's threads wait for a core the rest of the time."""
     run = _running(tmp_path, hosts=(("a", 1.0, 1), ("b", 1.0, 1)))
-    watcher, clock, procs = _watch(run)
-    for i in (0, 1):
-        _worker(run, i, clock)
-    watcher.poll()
+    watcher, clock, procs = _started(run)
     for seconds in (5.0, 1.0, 1.0):
         _advance(run, clock, procs, seconds, {0: 0.23, 1: 0.24}, batches=10, wait={0: 0.05, 1: 0.9})
         snap = watcher.poll()
@@ -241,3 +238,32 @@ def test_a_host_slower_than_its_recorded_budget_is_named_by_its_wait_for_a_core(
     assert snap.slowest is not None and snap.slowest.worker == 1
     assert snap.slowest.others_wait_share == pytest.approx(1 - 0.28 / 1.14)
     assert "w1 b training e1 s10 1.4 st/s cpu 24%+90% waiting/100%" in render.plain_line(snap)
+
+
+def test_a_run_whose_workers_wrote_no_status_says_so(tmp_path: Path) -> None:
+    run = _running(tmp_path)  # its workers' folders hold records, no status or heartbeat
+    watcher, clock, _ = _watch(run)
+    os.utime(run / "run.json", (clock.wall_ns() / 1e9,) * 2)
+    snap = watcher.poll()
+    assert snap.workers == () and "no worker has written its status yet" in render.headline(snap)
+
+
+def test_a_quiet_run_whose_launcher_lives_is_still_running(tmp_path: Path) -> None:
+    from datetime import datetime, timezone
+
+    started = datetime.fromtimestamp(NOW - 100, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    [run] = write_run(tmp_path, "quiet", hosts=PAIR, status="running", started=started)
+    (run / "launch.json").write_text(json.dumps({"launcher_pid": 700}))
+    watcher, clock, procs = _started(run)
+    procs.table[700] = ["sleeping", 1.0, 0.0]  # created at NOW - 60: 40 s after the run began
+    clock.t += NOT_UPDATED_S + 5
+    assert watcher.poll().state is RunState.NOT_UPDATED  # a process started after the run is not its launcher
+    [run2] = write_run(tmp_path, "quiet2", hosts=PAIR, status="running",
+                       started=datetime.fromtimestamp(NOW - 30, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z"))
+    (run2 / "launch.json").write_text(json.dumps({"launcher_pid": 700}))
+    watcher2, clock2, procs2 = _started(run2)
+    procs2.table[700] = ["sleeping", 1.0, 0.0]
+    clock2.t += NOT_UPDATED_S + 5
+    assert watcher2.poll().state is RunState.RUNNING  # a long epoch: its launcher still runs
+    del procs2.table[700]
+    assert watcher2.poll().state is RunState.NOT_UPDATED
