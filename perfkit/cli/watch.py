@@ -96,16 +96,28 @@ def _trace_now(run_dir: Path, steps: int, timeout: float) -> None:
     typer.echo(f"perfkit tensorboard --results-dir {run_dir.parent} shows them (session {run_dir.name}-now{rid})")
 
 
-def _lines(watcher, line: Callable[..., str], interval: float) -> None:  # type: ignore[no-untyped-def]
+GIVE_UP_S = 300.0  # --plain and json lines (logs, CI) stop after the run stays "not updated" this long
+
+
+def _lines(watcher, line: Callable[..., str], interval: float,  # type: ignore[no-untyped-def]
+           clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+    """A line an interval until the run finishes; a run whose records stopped moving and whose launcher is
+    gone ends it after ``GIVE_UP_S``, naming the run (a log or CI job never waits forever)."""
+    from perfkit.errors import RunFailed
     from perfkit.live.snapshot import RunState
 
+    quiet_since = None
     while True:
         snap = watcher.poll()
         typer.echo(line(snap))
         sys.stdout.flush()
         if snap.state is RunState.FINISHED:
             return
-        time.sleep(interval)
+        quiet_since = (quiet_since or clock()) if snap.state is RunState.NOT_UPDATED else None
+        if quiet_since is not None and clock() - quiet_since >= GIVE_UP_S:
+            raise RunFailed(f"{snap.run_id}: not updated for {snap.age_s:.0f} s and its launcher is not running "
+                            f"here; perfkit watch stops waiting (its run.json still says running)")
+        sleep(interval)
 
 
 def _live(watcher, interval: float) -> None:  # type: ignore[no-untyped-def]

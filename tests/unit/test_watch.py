@@ -267,3 +267,21 @@ def test_a_quiet_run_whose_launcher_lives_is_still_running(tmp_path: Path) -> No
     assert watcher2.poll().state is RunState.RUNNING  # a long epoch: its launcher still runs
     del procs2.table[700]
     assert watcher2.poll().state is RunState.NOT_UPDATED
+
+
+def test_lines_for_a_log_stop_after_the_run_stays_not_updated(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from perfkit.cli import watch as watch_cli
+    from perfkit.errors import RunFailed
+
+    run = _running(tmp_path)
+    watcher, clock, _ = _started(run)
+    clock.t += NOT_UPDATED_S + 1
+
+    def sleep(seconds: float) -> None:
+        clock.t += seconds
+
+    with pytest.raises(RunFailed, match=r"live: not updated for \d+ s and its launcher is not running here"):
+        watch_cli._lines(watcher, render.plain_line, 60.0, clock=clock, sleep=sleep)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == watch_cli.GIVE_UP_S / 60 + 1 and all("not updated for" in x for x in lines)
