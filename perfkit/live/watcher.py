@@ -116,13 +116,14 @@ class Watcher:
         meta = _read_meta(self.run_dir)
         now, wall = self._clock(), self._wall_ns()
         budgets, hosts = host_budgets(meta), worker_hosts(meta)
-        rows, newest = [], _mtime(self.run_dir / RUN_FILE)
+        rows, statuses, newest = [], {}, _mtime(self.run_dir / RUN_FILE)
         for wdir in _worker_dirs(self.run_dir):
             status, beat = _read_json(wdir / "status.json"), _read_json(wdir / HEARTBEAT_FILE)
             if not status and not beat:  # nothing written yet (or a --mode single run: its records come at the end)
                 continue
             newest = max(newest, _mtime(wdir / "status.json"), _mtime(wdir / HEARTBEAT_FILE))
             index = int(wdir.name)
+            statuses[index] = status
             host = str(status.get("host") or hosts.get(index) or "?")
             cores = _share(budgets.get(host), hosts, host)
             rows.append(self._row(index, host, cores, status, beat, now, wall))
@@ -130,7 +131,7 @@ class Watcher:
         age = max(0.0, wall / 1e9 - newest)
         if state is RunState.RUNNING and age > NOT_UPDATED_S and not self._launcher_alive(meta):
             state = RunState.NOT_UPDATED
-        return self._snapshot(meta, state, age, tuple(rows), wall)
+        return self._snapshot(meta, state, age, tuple(rows), statuses, wall)
 
     def _row(self, index: int, host: str, cores: float | None, status: dict[str, Any], beat: dict[str, Any],
              now: float, wall: int) -> WorkerRow:
@@ -189,9 +190,10 @@ class Watcher:
             return WorkerState.VALIDATING, None
         return said, None
 
-    def _snapshot(self, meta: RunMeta, state: RunState, age: float, rows: tuple[WorkerRow, ...], wall: int
-                  ) -> Snapshot:
-        status = next((_read_json(self.run_dir / "workers" / str(r.index) / "status.json") for r in rows), {})
+    def _snapshot(self, meta: RunMeta, state: RunState, age: float, rows: tuple[WorkerRow, ...],
+                  statuses: dict[int, dict[str, Any]], wall: int) -> Snapshot:
+        """``statuses``: each row's status.json as this reading read it (each file read once a reading)."""
+        status = next((statuses[r.index] for r in rows), {})
         epochs, per_epoch = _int(status.get("epochs")), _int(status.get("steps_per_epoch"))
         rates = [self._sample_rate(r.index) for r in rows]
         samples = sum(r for r in rates if r is not None) if any(r is not None for r in rates) else None
@@ -200,7 +202,7 @@ class Watcher:
         return Snapshot(meta.run_id, state, meta.status, age, _elapsed(meta, wall), rows, epochs, per_epoch, epoch,
                         samples, self.baseline[0] if self.baseline else None, speedup,
                         self._steady(slowest(rows), self._clock()) if state is RunState.RUNNING else None,
-                        _eta(rows, epochs, per_epoch, self.run_dir, wall) if state is RunState.RUNNING else None)
+                        _eta(rows, epochs, per_epoch, statuses, wall) if state is RunState.RUNNING else None)
 
     def _launcher_alive(self, meta: RunMeta) -> bool:
         """The process that launched the run (a --mode single run's trainer) lives on this machine: quiet
@@ -240,14 +242,14 @@ def slowest(rows: tuple[WorkerRow, ...]) -> Slowest | None:
     return Slowest(top.index, top.host, share, share * step_s if step_s else None)
 
 
-def _eta(rows: tuple[WorkerRow, ...], epochs: int | None, per_epoch: int | None, run_dir: Path, wall: int
-         ) -> float | None:
+def _eta(rows: tuple[WorkerRow, ...], epochs: int | None, per_epoch: int | None,
+         statuses: dict[int, dict[str, Any]], wall: int) -> float | None:
     """Seconds to the end of the plan at the slowest-progressing worker's pace since its training began."""
     if not epochs or not per_epoch:
         return None
     out = []
     for r in rows:
-        status = _read_json(run_dir / "workers" / str(r.index) / "status.json")
+        status = statuses[r.index]
         started = next((_int(p.get("t_wall_ns")) for p in status.get("phases") or []
                         if isinstance(p, dict) and p.get("state") == "training"), None)
         done = (r.epoch or 0) * per_epoch + (r.step + 1 if r.step is not None else 0)
