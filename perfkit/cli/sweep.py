@@ -41,6 +41,9 @@ def sweep_command(
         help="Counts to forecast, comma-separated (default: 2x and 4x the largest run). Each gets a 90% interval "
              "from the model's error on counts left out; beyond 2x the largest count, or from fewer than three "
              "counts, it is marked not supported and gets none.", show_default=False)] = None,
+    forecast_cluster: Annotated[Optional[Path], typer.Option(
+        help="Also forecast this cluster file's hosts (unequal cores too) as perfkit run --cluster emulates them "
+             "on this machine, from the workers way's model.", show_default=False)] = None,
     analyze_only: Annotated[Optional[Path], typer.Option(help="Run nothing: analyse this sweep directory.",
                                                          show_default=False)] = None,
     results_dir: opt.ResultsDir = Path("results"),
@@ -58,23 +61,25 @@ def sweep_command(
 ) -> None:
     """Run the baseline and each count of each way (repeats interleaved), then show speedup, efficiency, the
     per-step split, CPU cost, memory per replica, sync cost per step and the forecast against workers."""
+    from perfkit.cluster import load_cluster
     from perfkit.errors import UsageError
     from perfkit.studies.sweep import parse_counts
 
     beyond = parse_counts(forecast) if forecast else None
+    hosts = load_cluster(forecast_cluster) if forecast_cluster is not None else None  # bad file: one line, nothing run
     if html is not None and no_html:
         raise UsageError("--html and --no-html: give one of them, not both")
     if analyze_only is not None:
         if workers is not None or ways != "workers":
             raise UsageError("--analyze-only: runs nothing; not with --workers or --ways")
-        _show(analyze_only, beyond, fmt, None if no_html else (html or analyze_only / "report.html"))
+        _show(analyze_only, beyond, hosts, fmt, None if no_html else (html or analyze_only / "report.html"))
         return
     if workers is None:
         raise UsageError("--workers: give the worker counts (e.g. 1,2,4), or --analyze-only SWEEP_DIR")
     sweep_dir = _run(workers, ways, repeats, scaling, cores_per_worker, preset, epochs, batch_size, train_players,
                      test_players, results_dir, label, pin, allow_unenforced, no_profile,
                      _display(quiet, live, fmt))
-    _show(sweep_dir, beyond, fmt, None if no_html else (html or sweep_dir / "report.html"))
+    _show(sweep_dir, beyond, hosts, fmt, None if no_html else (html or sweep_dir / "report.html"))
 
 
 def _display(quiet: bool, live: bool, fmt: Format) -> opt.Display:
@@ -114,12 +119,12 @@ def _run(workers: str, ways: str, repeats: int, scaling: str, cores_per_worker: 
                  stamp)
 
 
-def _show(sweep_dir: Path, beyond: Any, fmt: Format, html: Path | None) -> None:
+def _show(sweep_dir: Path, beyond: Any, hosts: Any, fmt: Format, html: Path | None) -> None:
     from perfkit._atomic import atomic_write
     from perfkit.analysis.renderers import scaling_console, scaling_html, scaling_json
     from perfkit.analysis.scaling.study import study
 
-    s = study(sweep_dir, beyond)
+    s = study(sweep_dir, beyond, hosts)
     if fmt is Format.json:
         scaling_json.render(s, sys.stdout)
     else:

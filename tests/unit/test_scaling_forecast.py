@@ -182,3 +182,46 @@ def test_recorded_sweeps_held_out_count_falls_in_its_interval(name: str) -> None
     assert row["supported"] and measured == measured
     assert row["epoch_lo_s"] <= measured <= row["epoch_hi_s"], (row["epoch_lo_s"], measured, row["epoch_hi_s"])
     assert (terms["formula"] == "loo").sum() == 3  # 1, 2 and 4 each left out once
+
+
+def test_unequal_hosts_compute_on_the_slowest_exchange_at_the_rings_pace() -> None:
+    """Worker i on A_i cores: the step's compute is the slowest worker's, the all-reduce's hops each run on
+    the worker they pass through (mean 1 / A_i), and only workers as slow as the slowest are waited for."""
+    equal = TRUE.terms(4)
+    assert TRUE.terms(4, MACHINE.placement(4)) == equal and TRUE.epoch(4, 60, (0.25,) * 4) == TRUE.epoch(4, 60)
+    fast, slow = 0.4, 0.25
+    t = TRUE.terms(4, (fast, fast, fast, slow))
+    assert t["compute_s"] == pytest.approx(equal["compute_s"])  # the slowest's cores: as on four slow hosts
+    ring = (3 / fast + 1 / slow) / 4
+    assert t["transfer_s"] == pytest.approx(TRUE.lam * 2 * ring) and t["transfer_s"] < equal["transfer_s"]
+    assert t["wait_s"] == 0 and equal["wait_s"] > 0  # one slowest worker: nobody else is waited for
+    two = TRUE.terms(4, (fast, fast, slow, slow * 1.05))  # two within 10% of the slowest: they race
+    assert two["wait_s"] == pytest.approx(TRUE.omega * math.sqrt(2 * math.log(2)) / slow)
+    assert TRUE.val(4, (fast, fast, fast, slow)) < TRUE.val(4)  # validation's collectives at the ring's pace
+
+
+def test_a_cluster_file_is_forecast_on_its_own_hosts_and_says_what_was_not_tested() -> None:
+    """The README's cluster (16 + 4 cores, 3 + 1 workers) on the fitted runs' 2-core machine: 1.6 cores shared
+    by three workers and 0.4 for the fourth, as ``perfkit run --cluster`` emulates it."""
+    from perfkit.analysis.renderers import scaling_console
+    from perfkit.analysis.scaling.forecast import EQUAL, worker_cores
+    from perfkit.cluster import ClusterSpec, HostSpec
+
+    hosts = ClusterSpec((HostSpec("tensor101", "127.0.0.1", 16, 3, 20000),
+                         HostSpec("tensor102", "127.0.0.2", 4, 1, 20100)), "blog-cluster.toml")
+    runs = _runs(TRUE, (1, 2, 4))
+    fc, _, _ = forecast(runs, _record(), [4], hosts)
+    equal, cluster = fc[fc["hosts"] == EQUAL].iloc[0], fc[fc["hosts"] != EQUAL].iloc[0]
+    assert cluster["workers"] == 4 and "tensor101 16 cores x 3" in cluster["hosts"] and not cluster["measured"]
+    machine = Machine(MACHINE.cores_per_worker, MACHINE.machine_cores, MACHINE.other_cores)
+    cores = (1.6 / 3,) * 3 + (0.4,)
+    demand = (2.0 + machine.other_cores) / 2.0  # the budgets take the whole machine; the rest asks for more
+    assert worker_cores(TRUE, hosts) == pytest.approx(tuple(c / demand for c in cores))
+    assert cluster["steady_epoch_s"] == pytest.approx(TRUE.epoch(4, equal["steps"], worker_cores(TRUE, hosts)))
+    assert cluster["supported"] and cluster["epoch_lo_s"] < cluster["steady_epoch_s"] < cluster["epoch_hi_s"]
+    assert "no unequal count was left out" in cluster["support_note"]
+    s = ScalingStudy(_record(), runs, point_table(runs, _record()), fc, pd.DataFrame(columns=["term", "formula",
+                                                                                               "value", "unit"]))
+    out = io.StringIO()
+    scaling_console.render(s, out, width=400)
+    assert "4 (blog-cluster.toml: tensor101 16 cores x 3, tensor102 4 cores x 1)" in out.getvalue()

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
+from perfkit.analysis.scaling.forecast import EQUAL
+
 if TYPE_CHECKING:
     from perfkit.analysis.scaling.study import ScalingStudy
 
@@ -68,7 +70,7 @@ def forecast_table(s: ScalingStudy) -> Table:
         t.add_column(col, justify="right")
     for r in s.forecast.itertuples():
         beyond = " (not supported)" if not r.supported else ""
-        t.add_row(str(r.workers), ("measured" if r.measured else "predicted") + beyond,
+        t.add_row(_workers(r), ("measured" if r.measured else "predicted") + beyond,
                   fmt(r.steady_epoch_s) + _span(r.epoch_lo_s, r.epoch_hi_s), fmt(r.measured_epoch_s),
                   fmt(r.error, "+.0%"), fmt(r.speedup) + "x" + _span(r.speedup_lo, r.speedup_hi),
                   fmt(r.efficiency, ".0%"), *(fmt(1000 * float(getattr(r, c)), ".1f")
@@ -76,11 +78,15 @@ def forecast_table(s: ScalingStudy) -> Table:
     return t
 
 
+def _workers(r: Any) -> str:
+    return str(r.workers) if r.hosts == EQUAL else f"{r.workers} ({r.hosts})"
+
+
 def unsupported_lines(s: ScalingStudy) -> list[str]:
-    """One line per forecast outside what the measured points support."""
+    """One line per forecast outside what the measured points support, and per cluster forecast's caveat."""
     f = s.forecast
-    return [] if f.empty else [f"{int(r.workers)} workers not supported, no interval: {r.support_note}"
-                               for r in f.itertuples() if not r.supported]
+    return [] if f.empty else [f"{_workers(r)} workers" + (" not supported, no interval" if not r.supported else "")
+                               + f": {r.support_note}" for r in f.itertuples() if not r.supported or r.hosts != EQUAL]
 
 
 def terms_table(s: ScalingStudy) -> Table:

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
 
-from perfkit.analysis.renderers.scaling_console import fmt
+from perfkit.analysis.renderers.scaling_console import fmt, unsupported_lines
 from perfkit.analysis.renderers.scaling_json import _rows
+from perfkit.analysis.scaling.forecast import EQUAL
 
 if TYPE_CHECKING:
     from perfkit.analysis.scaling.study import ScalingStudy
@@ -71,7 +72,9 @@ def speedup_figure(s: ScalingStudy) -> dict[str, Any]:
 
 def _forecast_lines(f: pd.DataFrame, col: str = "speedup") -> list[dict[str, Any]]:
     """The forecast where its points support it, with its 90% band (speedup only); beyond, a fainter line
-    with no band (the points cannot say how sure it is there)."""
+    with no band (the points cannot say how sure it is there); a cluster's forecast, one marker each."""
+    cluster = f[f["hosts"] != EQUAL]
+    f = f[f["hosts"] == EQUAL]
     ok = f[f["supported"].astype(bool)]
     beyond = f[~f["supported"].astype(bool)]
     if not ok.empty and not beyond.empty:  # join the lines: the faint one starts where the supported ends
@@ -87,6 +90,8 @@ def _forecast_lines(f: pd.DataFrame, col: str = "speedup") -> list[dict[str, Any
         lines.append({"type": "scatter", "mode": "lines", "name": "forecast beyond what the points support "
                       "(no interval)", "x": [int(v) for v in beyond["workers"]], "y": beyond[col].tolist(),
                       "line": {"dash": "dot", "color": "#bbb"}})
+    lines += [{"type": "scatter", "mode": "markers", "name": f"forecast: {r.hosts}", "x": [int(r.workers)],
+               "y": [getattr(r, col)], "marker": {"symbol": "diamond", "size": 10}} for r in cluster.itertuples()]
     return lines
 
 
@@ -145,12 +150,12 @@ def _cell(v: Any) -> str:
     return "-" if v is None else fmt(v, ".4g") if isinstance(v, float) else str(v)
 
 
-def _unsupported(f: pd.DataFrame) -> str:
-    if f.empty or f["supported"].astype(bool).all():
+def _unsupported(s: ScalingStudy) -> str:
+    lines = unsupported_lines(s)
+    if not lines:
         return ""
-    items = "".join(f"<li>{int(r.workers)} workers: {html.escape(str(r.support_note))}</li>"
-                    for r in f.itertuples() if not r.supported)
-    return f"<p class='note'>Outside what the measured points support (no interval is given):</p><ul>{items}</ul>"
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return f"<p class='note'>Outside what the measured points support or tested:</p><ul>{items}</ul>"
 
 
 def page(s: ScalingStudy) -> str:
@@ -163,7 +168,7 @@ def page(s: ScalingStudy) -> str:
               ("CPU cost per 1,000 samples", cpu_figure(s))]
     parts = [f"<h2>{html.escape(t)}</h2>{_div(f)}" for t, f in charts]
     parts += [f"<h2>Points</h2>{_table(_rows(s.points))}",
-              f"<h2>Forecast</h2>{_unsupported(s.forecast)}{_table(_rows(s.forecast))}",
+              f"<h2>Forecast</h2>{_unsupported(s)}{_table(_rows(s.forecast))}",
               f"<h2>The model's terms</h2>{_table(_rows(s.terms))}", f"<h2>Runs</h2>{_table(_rows(s.runs))}"]
     if s.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in s.notes) + "</ul>")

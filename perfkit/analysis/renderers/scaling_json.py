@@ -28,7 +28,8 @@ KEYS: dict[str, str] = {
     "replica) and sync_s (the gradients' all-reduce among the replicas, timed after training; null for ps)",
     "runs": "per complete run: its round, way, count, steady epoch, split, memory per replica, sync cost and "
     "speedup against the reference",
-    "forecast": "the workers way only, per worker count (measured and beyond): the model's step terms and "
+    "forecast": "the workers way only, per worker count (measured and beyond) on equal hosts (hosts: \"equal\"), and "
+    "a cluster file's hosts (hosts: the file and its hosts, from --forecast-cluster): the model's step terms and "
     "validation, the predicted steady epoch (without perfkit's trace window) with its 90% interval (epoch_lo_s, "
     "epoch_hi_s: from the model's error on counts left out; null where supported is false, with support_note "
     "saying why), speedup with its interval, the measured epoch and error where run",

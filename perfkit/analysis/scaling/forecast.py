@@ -12,20 +12,27 @@ k counts left out (Student's t: three counts give two degrees of freedom, so the
 until the points have shown they can be predicted). A forecast is marked as not supported, and given no
 interval, where the sweep ran fewer than three counts (no count can be left out and still leave two to
 fit) or beyond twice its largest count (no count left out tested a step that long).
+
+A cluster file (``hosts``) is forecast too, as ``perfkit run --cluster`` emulates it on the sweep's machine:
+each worker on its share of its host's budget, the model's terms on unequal hosts (``model``). Its reach
+is its worker count's; its interval the same out-of-sample error, which no unequal count of the sweep tested
+(the row says so).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from perfkit.analysis.scaling.model import Machine, StepModel, fit, machine_of
+from perfkit.cluster import ClusterSpec
 
-FORECAST_COLUMNS = ["workers", "measured", "steps", "step_s", "compute_s", "transfer_s", "wait_s", "val_s",
+FORECAST_COLUMNS = ["workers", "hosts", "measured", "steps", "step_s", "compute_s", "transfer_s", "wait_s", "val_s",
                     "steady_epoch_s", "epoch_lo_s", "epoch_hi_s", "measured_epoch_s", "error", "speedup",
                     "speedup_lo", "speedup_hi", "efficiency", "supported", "support_note"]
 TERM_COLUMNS = ["term", "formula", "value", "unit"]
@@ -38,8 +45,13 @@ T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 
 Z90 = 1.645
 
 
-def forecast(runs: pd.DataFrame, record: Any, targets: Sequence[int]) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """FORECAST_COLUMNS for ``targets``, TERM_COLUMNS of the fitted model, and notes."""
+EQUAL = "equal"  # the hosts column of a forecast on the sweep's own equal hosts
+
+
+def forecast(runs: pd.DataFrame, record: Any, targets: Sequence[int], hosts: ClusterSpec | None = None,
+             ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """FORECAST_COLUMNS for ``targets`` on equal hosts and for the cluster ``hosts`` (if given), TERM_COLUMNS
+    of the fitted model, and notes."""
     points = fit_points(workers_way(runs))
     strong, notes = record.scaling == "strong", []
     fitted = _fitter(strong, record.cores_per_worker, _val_steps(points, strong))
@@ -55,6 +67,8 @@ def forecast(runs: pd.DataFrame, record: Any, targets: Sequence[int]) -> tuple[p
                      "interval is given; run three or more counts")
     ref_rate = _reference_rate(runs, record)
     rows = [_row(model, sigma, len(held), points, n, record, ref_rate, counts) for n in targets]
+    if hosts is not None:
+        rows.append(_row(model, sigma, len(held), points, hosts.num_workers, record, ref_rate, counts, hosts))
     return (pd.DataFrame(rows, columns=FORECAST_COLUMNS), term_table(model, held, sigma, spread), notes)
 
 
@@ -147,23 +161,56 @@ def _steps(points: pd.DataFrame, record: Any, n: int) -> float:
     return float(math.floor(samples / batch)) if samples > 0 else math.nan
 
 
+def worker_cores(model: StepModel, hosts: ClusterSpec) -> tuple[float, ...]:
+    """Each worker's cores in the cluster ``hosts`` emulated on the fitted runs' machine (its hosts' budgets
+    scaled to the machine together, a host's shared by its workers; the synchronous run of a ps file runs
+    its workers only)."""
+    spec = hosts.workers_only()
+    budgets = spec.cpu_budgets(model.machine.machine_cores)
+    return model.machine.on_hosts([budgets[h.name] / h.workers for h in spec.hosts for _ in range(h.workers)])
+
+
+def hosts_label(hosts: ClusterSpec) -> str:
+    spec = hosts.workers_only()
+    name = Path(hosts.source).name if hosts.source else "cluster"
+    return f"{name}: " + ", ".join(f"{h.name} {h.cores:g} cores x {h.workers}" for h in spec.hosts)
+
+
 def _row(model: StepModel, sigma: float, k: int, points: pd.DataFrame, n: int, record: Any, ref_rate: float,
-         counts: list[int]) -> dict[str, Any]:
+         counts: list[int], hosts: ClusterSpec | None = None) -> dict[str, Any]:
     steps = _steps(points, record, n)
-    epoch = model.epoch(n, steps)
+    cores = worker_cores(model, hosts) if hosts is not None else None
+    epoch = model.epoch(n, steps, cores)
     supported, why = _support(n, counts, sigma)
     half = T90.get(k - 1, Z90) * sigma if supported else math.nan
     lo, hi = epoch * math.exp(-half), epoch * math.exp(half)
+    if hosts is not None:
+        return _cluster_row(model, n, steps, cores, epoch, (lo, hi), supported, why, record, ref_rate, hosts)
     measured = points[points["workers"] == n]["clean_epoch_s"].astype(float).dropna()
     m_epoch = float(measured.mean()) if len(measured) else math.nan
     batch = record.batch_size if record.scaling == "strong" else record.batch_size * n
     speed = (lambda e: steps * batch / e / ref_rate if e > 0 else math.nan)  # noqa: E731 - per sample
     terms = model.terms(n)
-    return {"workers": n, "measured": bool(len(measured)), "steps": steps, "step_s": sum(terms.values()), **terms,
+    return {"workers": n, "hosts": EQUAL, "measured": bool(len(measured)), "steps": steps,
+            "step_s": sum(terms.values()), **terms,
             "val_s": model.val(n), "steady_epoch_s": epoch, "epoch_lo_s": lo, "epoch_hi_s": hi,
             "measured_epoch_s": m_epoch, "error": m_epoch / epoch - 1 if len(measured) and epoch > 0 else math.nan,
             "speedup": speed(epoch), "speedup_lo": speed(hi), "speedup_hi": speed(lo),
             "efficiency": speed(epoch) / n, "supported": supported, "support_note": why}
+
+
+def _cluster_row(model: StepModel, n: int, steps: float, cores: Any, epoch: float, span: tuple[float, float],
+                 supported: bool, why: str, record: Any, ref_rate: float, hosts: ClusterSpec) -> dict[str, Any]:
+    """A forecast row of the cluster ``hosts``: never measured by the sweep (its runs are on equal hosts)."""
+    batch = record.batch_size if record.scaling == "strong" else record.batch_size * n
+    speed = (lambda e: steps * batch / e / ref_rate if e > 0 else math.nan)  # noqa: E731 - per sample
+    terms = model.terms(n, cores)
+    note = why or "unequal hosts: the interval is the equal counts' error; no unequal count was left out"
+    return {"workers": n, "hosts": hosts_label(hosts), "measured": False, "steps": steps,
+            "step_s": sum(terms.values()), **terms, "val_s": model.val(n, cores), "steady_epoch_s": epoch,
+            "epoch_lo_s": span[0], "epoch_hi_s": span[1], "measured_epoch_s": math.nan, "error": math.nan,
+            "speedup": speed(epoch), "speedup_lo": speed(span[1]), "speedup_hi": speed(span[0]),
+            "efficiency": speed(epoch) / n, "supported": supported, "support_note": note}
 
 
 def _reference_rate(runs: pd.DataFrame, record: Any) -> float:

@@ -17,6 +17,13 @@ cores a worker's step runs on:
                                                    V(N) steps' own collectives at the training's latency
     epoch(N)  = steps(N) * step(N) + val(N)
 
+Hosts of unequal cores (a cluster file: worker i on A_i cores, its host's budget shared by its workers) are
+the same terms where each one runs: the compute and the validation's own work on the slowest worker's cores
+(the others wait for it), the all-reduce at the ring's mean pace, mean(1 / A_i) (each hop of a ring runs
+on the worker it passes through), and the wait only among the workers as slow as the slowest (within
+TIED of its cores): a worker with more cores finishes first and is not the one waited for. Equal hosts
+give the formulas above.
+
 The all-reduce is one coefficient, per doubling: the exposed all-reduce in the traces of this project's
 sweeps grew by about the same amount from 2 to 4 workers as from 4 to 8 (strong and weak scaling;
 benchmarks/measurements). A ring's two terms (bytes 2(N-1)/N * G and a latency per extra worker) need two
@@ -43,6 +50,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+# Workers whose cores are within this share of the slowest's count as tied with it for the wait: an expected
+# maximum over noise of a few percent a step (docs/scaling.md).
+TIED = 0.1
+
 
 @dataclass(frozen=True)
 class Machine:
@@ -59,6 +70,16 @@ class Machine:
             return free / n
         c = self.cores_per_worker
         return c / max(1.0, (n * c + self.other_cores) / self.machine_cores)
+
+    def placement(self, n: int) -> tuple[float, ...]:
+        """Each of ``n`` workers' cores on equal hosts."""
+        return (self.cores(n),) * n
+
+    def on_hosts(self, budgets: Sequence[float]) -> tuple[float, ...]:
+        """Each worker's cores where worker i's share of its host's budget is ``budgets[i]``: shared out as
+        ``cores`` shares equal hosts, when the budgets and the other load need more than the machine has."""
+        demand = (sum(budgets) + self.other_cores) / self.machine_cores
+        return tuple(b / max(1.0, demand) for b in budgets)
 
 
 @dataclass(frozen=True)
@@ -79,17 +100,21 @@ class StepModel:
     def x(self, n: int) -> float:
         return 1.0 / n if self.strong else 1.0
 
-    def terms(self, n: int) -> dict[str, float]:
-        """Seconds per step of each term at ``n`` workers."""
-        a = self.machine.cores(n)
-        return {"compute_s": (self.c0 + self.c1 * self.x(n)) / a, "transfer_s": self.lam * math.log2(n) / a,
-                "wait_s": self.omega * math.sqrt(2 * math.log(n)) / a if n > 1 else 0.0}
+    def terms(self, n: int, cores: Sequence[float] | None = None) -> dict[str, float]:
+        """Seconds per step of each term at ``n`` workers, on equal hosts or on ``cores`` (one per worker)."""
+        a = tuple(cores) if cores is not None else self.machine.placement(n)
+        slow, ring = min(a), float(np.mean([1 / c for c in a]))
+        tied = sum(1 for c in a if c <= slow * (1 + TIED))
+        return {"compute_s": (self.c0 + self.c1 * self.x(n)) / slow, "transfer_s": self.lam * math.log2(n) * ring,
+                "wait_s": self.omega * math.sqrt(2 * math.log(tied)) / slow if tied > 1 else 0.0}
 
-    def val(self, n: int) -> float:
-        return (self.v0 + self.v1 / n + self.v_steps(n) * self.lam * math.log2(n)) / self.machine.cores(n)
+    def val(self, n: int, cores: Sequence[float] | None = None) -> float:
+        a = tuple(cores) if cores is not None else self.machine.placement(n)
+        ring = float(np.mean([1 / c for c in a]))
+        return (self.v0 + self.v1 / n) / min(a) + self.v_steps(n) * self.lam * math.log2(n) * ring
 
-    def epoch(self, n: int, steps: float) -> float:
-        return steps * sum(self.terms(n).values()) + self.val(n)
+    def epoch(self, n: int, steps: float, cores: Sequence[float] | None = None) -> float:
+        return steps * sum(self.terms(n, cores).values()) + self.val(n, cores)
 
 
 def lstsq(a: np.ndarray, y: np.ndarray, nonneg: Sequence[int] = ()) -> np.ndarray:

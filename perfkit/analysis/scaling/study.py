@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfkit.cluster import ClusterSpec
 from perfkit.errors import ResultsError
 from perfkit.results import RunRecord, load_meta, write_json
 
@@ -141,9 +142,9 @@ class ScalingStudy:
     notes: tuple[str, ...] = ()
 
 
-def study(sweep_dir: Path, beyond: Sequence[int] | None = None) -> ScalingStudy:
+def study(sweep_dir: Path, beyond: Sequence[int] | None = None, hosts: ClusterSpec | None = None) -> ScalingStudy:
     """The sweep in ``sweep_dir`` analysed; ``beyond``: worker counts to forecast (default: 2x and 4x the
-    largest count run)."""
+    largest count run); ``hosts``: a cluster to forecast too."""
     from perfkit.analysis.scaling.forecast import forecast
     from perfkit.analysis.scaling.ways import notes as way_notes
 
@@ -154,7 +155,7 @@ def study(sweep_dir: Path, beyond: Sequence[int] | None = None) -> ScalingStudy:
     done = _done(runs)
     workers = sorted(n for n, w in done if w == WORKERS)
     targets = sorted(set(workers) | set(beyond or ([2 * max(workers), 4 * max(workers)] if workers else [])))
-    fc, terms, fc_notes = forecast(runs, record, targets)
+    fc, terms, fc_notes = forecast(runs, record, targets, hosts)
     status = record.status if record.status != "running" else "running (or cut short)"
     missing = [f"{n} {w}" for n in record.counts for w in record.ways
                if (n, w) not in done and not (w == "replicas" and n == 1)]
