@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 
 class Observer(Protocol):
+    def run_opened(self, path: Path) -> None: ...
+
     def phase(self, text: str) -> None: ...
 
     def warning(self, text: str) -> None: ...
@@ -24,6 +27,9 @@ class Observer(Protocol):
 
 class NullObserver:
     """Watches nothing: for ``--quiet`` and for library use."""
+
+    def run_opened(self, path: Path) -> None:
+        """The run's directory, once created (``--live`` reads the run there)."""
 
     def phase(self, text: str) -> None:
         pass

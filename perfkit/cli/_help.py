@@ -27,7 +27,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Profiling": ("profile_steps", "no_profile", "profile_retries", "sample_interval", "no_auto_record",
                   "step_function"),
     "Knobs (docs/tuning.md)": ("steps_per_execution", "metrics", "bytes_per_pack", "all_reduce", "prefetch"),
-    "Study": ("verify", "try_", "repeats", "forecast", "analyze_only", "faults", "at_epoch", "at_step", "timeout"),
+    "Study": ("verify", "try_", "repeats", "forecast", "forecast_cluster", "analyze_only", "faults", "at_epoch", "at_step", "timeout"),
     "Output": ("results_dir", "run_id", "label", "quiet", "live", "html", "no_html", "format", "fmt", "output", "csv"),
 }
 # A command with fewer options than this keeps them in one box: panels help only where there are many.
@@ -55,6 +55,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                "perfkit launch --mode ps --workers 2 --ps 1 -- python ps_train.py"),
     "sweep": ("perfkit sweep --workers 1,2,4 --preset quick",
               "perfkit sweep --workers 1,2,4 --cores-per-worker 0.25 --forecast 8",
+              "perfkit sweep --workers 1,2,3 --cores-per-worker 0.4 --forecast-cluster examples/blog-cluster.toml",
               "perfkit sweep --workers 1,2 --ways replicas,workers,ps --preset tiny"),
     "tune": ("perfkit tune --workers 2 --try 3 --repeats 2",
              "perfkit tune --cluster examples/blog-cluster.toml --preset quick"),

@@ -51,6 +51,9 @@ class ProgressObserver:
         self._steps_task: Any = None
         self._steps = 0
 
+    def run_opened(self, path: Path) -> None:
+        pass
+
     def phase(self, text: str) -> None:
         self.console.print(f"[dim]- {text}[/dim]")
 
@@ -113,15 +116,18 @@ class _WithView(Progress):
 
 class LiveObserver(ProgressObserver):
     """``--live``: the bars with the workers' live view under them (``perfkit watch``'s), read once a second
-    by a thread from the run this command is writing: the newest running run under ``results_dir`` that was
-    not there when the command started. Only read: a failure to read it hides the view, never the run."""
+    by a thread from the run this command opened. Only read: a failure to read it hides the view, never the
+    run."""
 
-    def __init__(self, console: Console, results_dir: Path, interval: float = 1.0) -> None:
+    def __init__(self, console: Console, interval: float = 1.0) -> None:
         super().__init__(console, _WithView)
-        self._results_dir, self._interval = results_dir, interval
-        self._known = set(self._runs())
+        self._interval = interval
+        self._run: Path | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def run_opened(self, path: Path) -> None:
+        self._run = Path(path)
 
     def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:
         super().training_started(epochs, steps_per_epoch, cpu)
@@ -143,24 +149,17 @@ class LiveObserver(ProgressObserver):
             self._thread.join(timeout=5 * self._interval)
             self._thread = None
 
-    def _runs(self) -> list[Path]:
-        from perfkit.results import iter_run_dirs
-
-        return list(iter_run_dirs(self._results_dir))
-
     def _follow(self) -> None:
         from perfkit.live import render
         from perfkit.live.watcher import Watcher
 
-        watcher = None
+        watcher, followed = None, None
         while not self._stop.wait(self._interval):
             try:
-                if watcher is None:
-                    new = [p for p in self._runs() if p not in self._known]
-                    if not new:
-                        continue
-                    self._known.add(new[-1])
-                    watcher = Watcher(new[-1])
+                if self._run is None:
+                    continue
+                if self._run != followed:  # a command that runs several runs (a restart opens none)
+                    watcher, followed = Watcher(self._run), self._run
                 snap = watcher.poll()
                 self._progress.view = render.view(snap, hint=False) if snap.workers else None  # type: ignore[attr-defined]
             except Exception:  # noqa: BLE001 - the view never breaks the command

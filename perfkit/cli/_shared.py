@@ -207,17 +207,16 @@ def train_once(cfg: RunConfig, opts: MultiOptions | None, results_dir: Path, run
     from perfkit.trainer.options import train
 
     return with_progress(display, lambda observer: train(cfg, opts, results_dir, observer, run_id=run_id,
-                                                         extra_meta=extra_meta), results_dir)
+                                                         extra_meta=extra_meta))
 
 
-def with_progress(display: Display, start: Callable[[Any], Path], results_dir: Path) -> Path:
-    """``start(observer)`` under ``display``, then the run's summary (quiet: warnings only, no summary).
-    ``results_dir``: where the live view finds the run being written."""
+def with_progress(display: Display, start: Callable[[Any], Path]) -> Path:
+    """``start(observer)`` under ``display``, then the run's summary (quiet: warnings only, no summary)."""
     from perfkit.cli._progress import LiveObserver
 
     quiet = display is Display.QUIET
     console = Console(stderr=False, quiet=quiet)
-    observer = (WarningsOnly() if quiet else LiveObserver(console, results_dir) if display is Display.LIVE
+    observer = (WarningsOnly() if quiet else LiveObserver(console) if display is Display.LIVE
                 else ProgressObserver(console))
     try:
         path = start(observer)

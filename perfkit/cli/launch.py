@@ -101,14 +101,13 @@ def launch_command(
 
         cluster_spec, args, where = remote
         path = with_progress(display, lambda observer: launch_hosts(cluster_spec, args, where, results_dir,
-                                                                    observer, run_id, label), results_dir)
+                                                                    observer, run_id, label))
     else:
         from perfkit.trainer.command import run_launch
         from perfkit.trainer.options import launch_options
 
         lopts, opts = launch_options(command, mode, flags, record)
-        path = with_progress(display, lambda observer: run_launch(lopts, opts, results_dir, observer, run_id),
-                             results_dir)
+        path = with_progress(display, lambda observer: run_launch(lopts, opts, results_dir, observer, run_id))
     if quiet:
         typer.echo(str(path))  # scripts get the run directory and nothing else
 

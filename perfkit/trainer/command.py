@@ -142,6 +142,7 @@ def run_launch(lopts: LaunchOptions, opts: MultiOptions, results_dir: str | Path
             launch={"command": list(lopts.command.argv), "recorded": None}, **placement_meta(opts, env)))
         env.janitor.register("glob", run.path / "tensorboard" / ".capture-*")
         env.janitor.register("run", run.path)  # marked interrupted by the janitor if this process dies
+        observer.run_opened(run.path)
 
         def payload(attempt: int, spec: str | None) -> dict[str, Any]:
             return {"run_id": rid, "config": {**config, "profile_steps": spec or lopts.profile_steps},

@@ -96,6 +96,7 @@ def run_multi(cfg: RunConfig, opts: MultiOptions, results_dir: str | Path, obser
         warn_setup(env, observer)
         run = RunDir.create(results_dir, dir_name, _meta(cfg, opts, env, rid, data_info).changed(**(extra_meta or {})))
         forks.move_log(run.path / "forkserver.log")
+        observer.run_opened(run.path)
         # Temporary folders, removed on every exit path (by the janitor, so even after a SIGKILL).
         env.janitor.register("glob", run.path / "tensorboard" / ".capture-*")
         env.janitor.register("dir", run.path / "backup")

@@ -46,6 +46,7 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
     host = hostname()
     run = RunDir.create(results_dir, rid, _initial_meta(rid, cfg, data_info, info(cfg.workload, workload),
                                                         host).changed(**(extra_meta or {})))
+    observer.run_opened(run.path)
     sampler = Sampler(cfg.sample_interval, [Target(os.getpid(), 0, "trainer", host)])
     steplog = StepLog(samples_per_step=cfg.batch_size)
     run.update(workers=[_worker_meta(0, host, steplog)])
