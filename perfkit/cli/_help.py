@@ -27,7 +27,8 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Profiling": ("profile_steps", "no_profile", "profile_retries", "sample_interval", "no_auto_record",
                   "step_function"),
     "Knobs (docs/tuning.md)": ("steps_per_execution", "metrics", "bytes_per_pack", "all_reduce", "prefetch"),
-    "Study": ("verify", "try_", "repeats", "forecast", "forecast_cluster", "analyze_only", "faults", "at_epoch", "at_step", "timeout"),
+    "Study": ("verify", "try_", "repeats", "forecast", "forecast_cluster", "analyze_only", "faults", "at_epoch",
+              "at_step", "timeout"),
     "Output": ("results_dir", "run_id", "label", "quiet", "live", "html", "no_html", "format", "fmt", "output", "csv"),
 }
 # A command with fewer options than this keeps them in one box: panels help only where there are many.

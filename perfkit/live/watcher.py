@@ -44,7 +44,7 @@ NAMED_AFTER_S = 2.0
 _STATES = {"starting": WorkerState.STARTING, "loading-data": WorkerState.STARTING,
            "connecting": WorkerState.CONNECTING, "joined": WorkerState.CONNECTING,
            "training": WorkerState.TRAINING, "calibrating": WorkerState.FINISHING,
-           "done": WorkerState.EXITED, "failed": WorkerState.EXITED}
+           "done": WorkerState.EXITED, "failed": WorkerState.EXITED, "interrupted": WorkerState.EXITED}
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class Watcher:
         rows, statuses, newest = [], {}, _mtime(self.run_dir / RUN_FILE)
         for wdir in _worker_dirs(self.run_dir):
             status, beat = _read_json(wdir / "status.json"), _read_json(wdir / HEARTBEAT_FILE)
-            if not status and not beat:  # nothing written yet (or a --mode single run: its records come at the end)
+            if not status and not beat:  # nothing written yet
                 continue
             newest = max(newest, _mtime(wdir / "status.json"), _mtime(wdir / HEARTBEAT_FILE))
             index = int(wdir.name)

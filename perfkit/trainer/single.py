@@ -16,14 +16,15 @@ from typing import Any
 from perfkit._started import begin_run
 from perfkit.config import RunConfig, sanitize_id
 from perfkit.errors import PerfkitError, RunFailed, RunInterrupted
-from perfkit.events import NullObserver, Observer
+from perfkit.events import NullObserver, Observer, Tee
 from perfkit.machine import command_started_ns, hostname, machine_info, versions
 from perfkit.profiler.sampler import Sampler, SamplerResult, Target
 from perfkit.profiler.steps import StepLog
 from perfkit.profiler.tracewindow import CaptureTarget, finish_traces
 from perfkit.results import RunDir, new_run_id
 from perfkit.runmeta import ClusterRecord, RunMeta, WorkerRecord
-from perfkit.trainer.worker import checkpoints
+from perfkit.trainer.worker.heartbeat import HEARTBEAT_FILE, Heartbeat
+from perfkit.trainer.worker.part import Status, StatusObserver
 from perfkit.workloads import WorkloadInfo, info, preflight, prepare_workload, resolve
 
 log = logging.getLogger(__name__)
@@ -50,17 +51,35 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
     sampler = Sampler(cfg.sample_interval, [Target(os.getpid(), 0, "trainer", host)])
     steplog = StepLog(samples_per_step=cfg.batch_size)
     run.update(workers=[_worker_meta(0, host, steplog)])
-    saves = {"saves": 0, "s": 0.0}  # checkpoint saves, timed by worker/checkpoints.py (the goodput ledger)
-    checkpoints.set_sink(lambda s: saves.update(saves=saves["saves"] + 1, s=round(saves["s"] + s, 6)))
+    live, beat = _live(run, steplog, host)  # also times checkpoint saves (the goodput ledger)
     sampler.start()
     captures: dict[str, dict[str, Any]] = {}
-    status, error, raised = _train(cfg, workload, run, sampler, steplog, observer, captures)
-    run.update(workers=[replace(run.meta.workers[0], checkpoints=dict(saves))])
+    try:
+        watched = Tee(observer, StatusObserver(live, _no_save))
+        status, error, raised = _train(cfg, workload, run, sampler, steplog, watched, captures)
+    finally:
+        beat.stop()
+    live.write(state={"complete": "done"}.get(status, status))
+    run.update(workers=[replace(run.meta.workers[0], checkpoints=live.reported()["checkpoints"])])
     _save(run, steplog, sampler.stop(), status, error)
     finish_traces(run, cfg.profile_steps, captures)
     if raised is not None:
         raise raised
     return run.path
+
+
+def _live(run: RunDir, steplog: StepLog, host: str) -> tuple[Status, Heartbeat]:
+    """What ``perfkit watch`` reads while the run trains, written as a worker of a multi run writes it:
+    ``workers/0/status.json`` (its states, step, epoch) and its heartbeat. Read by no analysis: the run's
+    records are run.json and the tables written at the end."""
+    wdir = run.worker_dir(0)
+    status = Status(wdir / "status.json", 0)
+    status.write(anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns, host=host, attempt=0)
+    return status, Heartbeat(wdir / HEARTBEAT_FILE, steplog.position).start()
+
+
+def _no_save() -> None:
+    """The tables are written once, at the end (``_save``)."""
 
 
 def _train(cfg: RunConfig, workload: Any, run: RunDir, sampler: Sampler, steplog: StepLog,

@@ -56,6 +56,20 @@ def test_single_run_records_every_step_epoch_and_cpu_sample(tmp_path: Path) -> N
 
     listing = _perfkit("runs", "--results-dir", str(results))
     assert listing.returncode == 0 and run.name in listing.stdout and "complete" in listing.stdout
+    _assert_live_status(run, meta, steps_per_epoch)
+
+
+def _assert_live_status(run: Path, meta: dict, steps_per_epoch: int) -> None:  # type: ignore[type-arg]
+    """What ``perfkit watch`` read while it trained, written as a multi run's worker writes it."""
+    status = json.loads((run / "workers/0/status.json").read_text())
+    beat = json.loads((run / "workers/0/heartbeat.json").read_text())
+    assert status["state"] == "done" and status["host"] == meta["workers"][0]["host"], status
+    assert [p["state"] for p in status["phases"]][:2] == ["starting", "training"], status["phases"]
+    assert status["epochs"] == 2 and status["steps_per_epoch"] == steps_per_epoch and status["epochs_done"] == 2
+    assert beat["pid"] == status["pid"] == meta["workers"][0]["pid"], (beat, status)
+    assert 0 < beat["batches"] <= 2 * steps_per_epoch, beat
+    watch = _perfkit("watch", str(run), "--once")
+    assert watch.returncode == 0 and "finished" in watch.stdout and len(watch.stdout.strip().splitlines()) == 1, watch
 
 
 def _assert_single_trace(run: Path, meta: dict) -> None:  # type: ignore[type-arg]

@@ -97,6 +97,9 @@ class StatusObserver:
     def __init__(self, status: Status, save: Callable[[], None]) -> None:
         self.status, self.save = status, save
 
+    def run_opened(self, path: Path) -> None:
+        pass
+
     def phase(self, text: str) -> None:
         self.status.write(phase=text)
 
@@ -117,6 +120,9 @@ class StatusObserver:
         self.status.write(epochs_done=epoch + 1, last_epoch={k: _float(v) for k, v in row.items()})
 
     def training_finished(self) -> None:
+        pass
+
+    def output(self, source: str, line: str) -> None:
         pass
 
 
