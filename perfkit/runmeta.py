@@ -220,7 +220,7 @@ class ClusterRecord:
 # Top-level keys with a type; everything else a writer puts in run.json is carried in ``extra``.
 _TEXT = ("run_id", "status", "started", "ended", "error", "mode", "strategy", "preset", "clock")
 _MAPS = ("config", "workload", "data", "part", "profile", "launch", "network", "sampler", "failure", "verifies",
-         "worker_start", "clock_anchor")
+         "tries", "worker_start", "clock_anchor")
 
 
 @dataclass(frozen=True)
@@ -247,6 +247,9 @@ class RunMeta:
     sampler: dict[str, Any] = field(default_factory=dict)
     failure: dict[str, Any] = field(default_factory=dict)
     verifies: dict[str, Any] = field(default_factory=dict)  # a --verify run: the prediction it checks
+    # A perfkit tune run of advice: the run advised (run_id), the causes acted on (kinds: CauseKind values)
+    # and the speedup over that run predicted (predicted_speedup, predicted_lo, predicted_hi).
+    tries: dict[str, Any] = field(default_factory=dict)
     worker_start: dict[str, Any] = field(default_factory=dict)  # forked from the fork server, or exec'd
     # The launcher's own anchor (wall_ns, mono_ns): a part whose processes record nothing (a parameter-server
     # script's servers) still lines up its CPU samples with the other parts by it.

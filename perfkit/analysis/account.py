@@ -46,10 +46,11 @@ def command_waterfall_line(row: Any, waterfall: pd.DataFrame) -> str:
 
 
 def _checked(term: Any) -> str:
-    """Beside a term a verification run removed: its speedup predicted without the term, and measured."""
+    """Beside a term a run made to remove it acted on (an equal-workers run, a tune run of advice): the speedup
+    predicted with the change, and the one measured."""
     if not isinstance(getattr(term, "checked_by", None), str):
         return ""
-    return (f" (removed by {term.checked_by}: {term.predicted_speedup:.2f}x predicted, "
+    return (f" (checked by {term.checked_by}: {term.predicted_speedup:.2f}x predicted, "
             f"{term.measured_speedup:.2f}x measured)")
 
 

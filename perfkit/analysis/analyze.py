@@ -76,7 +76,8 @@ def analyze_selection(sel: Selection) -> Analysis:
         placement=_cat([f.placement for f in figures]), cpu_timeline=_cat([f.timeline for f in figures]),
         ops=_cat([f.ops for f in figures]), step_timeline=_cat([f.steps_timeline for f in figures]),
         advice=_cat([f.advice for f in figures]), startup=_cat([f.startup for f in figures]),
-        waterfall=checked_terms(waterfall_table(runs, baseline_id, goodput), verifications, runs), goodput=goodput,
+        waterfall=checked_terms(waterfall_table(runs, baseline_id, goodput), verifications, runs,
+                                {r.run_id: r.meta for r in sel.runs}), goodput=goodput,
         excluded=pd.DataFrame([vars(e) for e in sel.excluded], columns=["run_id", "path", "reason"]),
         verifications=verifications, warnings=sel.warnings, verdict=(),
         modes=mode_table(runs, frozenset(r.run_id for r in sel.runs if r.meta.verifies)))

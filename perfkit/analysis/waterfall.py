@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfkit.analysis.advice.records import CauseKind
 from perfkit.analysis.cpu import host_budgets, worker_hosts
 from perfkit.analysis.overheads import Oversubscription, WindowCost
 from perfkit.analysis.stragglers import StepSplit, step_keys
@@ -78,6 +79,11 @@ SPLIT_TERMS = (Term.COMPUTE, Term.FRAMEWORK, Term.CONTENTION, Term.INPUT, Term.A
 # framework time into busy time and input into the collective; a run without any split has only its steps.
 _HOME = {Term.FRAMEWORK: Term.COMPUTE, Term.CONTENTION: Term.COMPUTE, Term.INPUT: Term.ALLREDUCE,
          Term.ALLREDUCE: Term.COMPUTE, Term.WAIT: Term.COMPUTE}
+# The waterfall term each cause of advice is part of (a tune run of that advice checks it); validation is in
+# the outside-the-steps term with the rest of an epoch's edges, so its advice checks no term alone.
+TERM_OF_CAUSE = {CauseKind.REDUCTIONS: Term.ALLREDUCE, CauseKind.GRADIENTS: Term.ALLREDUCE,
+                 CauseKind.FRAMEWORK: Term.FRAMEWORK, CauseKind.STRAGGLER: Term.WAIT, CauseKind.INPUT: Term.INPUT,
+                 CauseKind.OVERSUBSCRIBED: Term.CONTENTION, CauseKind.TRACE_WINDOW: Term.TRACE}
 CORES = "wf_cores"
 STEPS = "wf_steps_s"
 ROW_COLUMNS = [t.column for t in MEASURED] + [STEPS, CORES]
@@ -299,21 +305,64 @@ def _add(x: float, y: float) -> float:
     return (0.0 if math.isnan(x) else x) + (0.0 if math.isnan(y) else y)
 
 
-def checked_terms(waterfall: pd.DataFrame, verifications: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """The waterfall with, beside a term that a verification run removed, that run and the speedup predicted
-    without the term against the one it measured: the equal-workers run (``perfkit compare --verify``)
-    removes the wait for the slowest worker. Other rows keep null."""
+def checked_terms(waterfall: pd.DataFrame, verifications: pd.DataFrame, runs: pd.DataFrame,
+                  metas: dict[str, RunMeta] | None = None) -> pd.DataFrame:
+    """The waterfall with, beside a term that a run made to remove it removed, that run and the speedup
+    predicted without the term against the one it measured: the equal-workers run (``perfkit compare
+    --verify``) removes the wait for the slowest worker; a run ``perfkit tune`` made of one piece of advice
+    (``run.json``'s ``tries``) the term its cause is part of (``TERM_OF_CAUSE``: ``--metrics minimal`` the
+    metrics' reductions, in the exposed all-reduce). Other rows keep null."""
+    checks = _verified(verifications, runs) + _tried(metas or {}, runs)
+    if waterfall.empty or not checks:
+        return waterfall
+    out = waterfall.astype({"checked_by": object})
+    for run_id, term, by, predicted, measured in checks:
+        row = (out["run_id"] == run_id) & (out["level"] == STEADY) & (out["term"] == term.value)
+        out.loc[row, CHECK_COLUMNS] = [by, predicted, measured]
+    return out
+
+
+Check = tuple[str, "Term", str, float, float]  # (run, term, checked by, predicted speedup, measured speedup)
+
+
+def _verified(verifications: pd.DataFrame, runs: pd.DataFrame) -> list[Check]:
     from perfkit.analysis.verify import EQUAL_WORKERS
 
-    if waterfall.empty or verifications.empty:
-        return waterfall
-    speedup = runs.set_index("run_id")["speedup"] if "speedup" in runs else pd.Series(dtype=float)
-    out = waterfall.astype({"checked_by": object})
+    speedup = _speedups(runs)
+    out = []
     for v in verifications.itertuples(index=False):
         if v.what != EQUAL_WORKERS or v.run_id not in speedup.index:
             continue
-        row = (out["run_id"] == v.run_id) & (out["level"] == STEADY) & (out["term"] == Term.WAIT.value)
         scale = float(speedup[v.run_id]) * float(runs.set_index("run_id").loc[v.run_id, "steady_epoch_s"])
-        out.loc[row, CHECK_COLUMNS] = [v.verified_by, scale / float(v.predicted_epoch_s),
-                                       float(speedup.get(v.verified_by, math.nan))]
+        out.append((v.run_id, Term.WAIT, v.verified_by, scale / float(v.predicted_epoch_s),
+                    float(speedup.get(v.verified_by, math.nan))))
     return out
+
+
+def _tried(metas: dict[str, RunMeta], runs: pd.DataFrame) -> list[Check]:
+    """A tune run of one piece of advice against the run it was advised on: the speedup predicted (that run's
+    x the change's predicted gain) and the mean speedup the change's runs measured. A combination of changes
+    acts on several terms: none is checked by it."""
+    speedup = _speedups(runs)
+    tried: dict[tuple[str, Term], list[tuple[str, float]]] = {}
+    for run_id, meta in metas.items():
+        t = meta.tries
+        kinds, advised = t.get("kinds") or [], t.get("run_id")
+        if len(kinds) != 1 or advised not in speedup.index or run_id not in speedup.index:
+            continue
+        term = _term_of(kinds[0])
+        if term is not None:
+            tried.setdefault((advised, term), []).append((run_id, float(t.get("predicted_speedup", math.nan))))
+    return [(advised, term, ", ".join(r for r, _ in each), float(speedup[advised]) * each[0][1],
+             float(speedup[[r for r, _ in each]].astype(float).mean())) for (advised, term), each in tried.items()]
+
+
+def _term_of(kind: str) -> Term | None:
+    try:
+        return TERM_OF_CAUSE.get(CauseKind(kind))
+    except ValueError:  # a cause a later perfkit recorded
+        return None
+
+
+def _speedups(runs: pd.DataFrame) -> pd.Series:
+    return runs.set_index("run_id")["speedup"] if "speedup" in runs else pd.Series(dtype=float)

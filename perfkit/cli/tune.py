@@ -48,8 +48,8 @@ def tune_command(
     preflight(opts)
     step = iter(range(1, 10_000))
 
-    def train(c: RunConfig, o: Any, what: str) -> Path:
-        return train_once(c, o, results_dir, None, Display.of(quiet))
+    def train(c: RunConfig, o: Any, what: str, tries: dict[str, Any]) -> Path:
+        return train_once(c, o, results_dir, None, Display.of(quiet), extra_meta={"tries": tries} if tries else None)
 
     result = tune(cfg, opts, results_dir, train, try_, repeats, lambda what: typer.echo(f"{next(step)}. {what}"))
     _report(result, results_dir)

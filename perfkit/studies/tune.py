@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from perfkit.analysis.advice import Advice, advice_of
 from perfkit.analysis.advice.words import change_text
@@ -26,7 +27,8 @@ from perfkit.trainer.multi import MultiOptions
 DEFAULT = "default"
 COMBINED = "combined"
 
-TrainChange = Callable[[RunConfig, "MultiOptions | None", str], Path]  # (config, cluster, the change tried) -> run dir
+# (config, cluster, the change tried, run.json's ``tries``: empty for the baseline and the default) -> run dir
+TrainChange = Callable[[RunConfig, "MultiOptions | None", str, dict[str, Any]], Path]
 
 
 @dataclass(frozen=True)
@@ -69,9 +71,9 @@ def tune(cfg: RunConfig, opts: MultiOptions, results_dir: Path, train: TrainChan
 
     say("the single-machine baseline")
     baseline = train(replace(cfg, mode=Mode.single, knobs=Knobs(), label=_label(cfg, "baseline")), None,
-                     "baseline")
+                     "baseline", {})
     say("the configuration as given (default)")
-    first = train(_with(cfg, Trial()), opts, DEFAULT)
+    first = train(_with(cfg, Trial()), opts, DEFAULT, {})
     analysis = analyze([baseline, first], results_dir, baseline.name)
     table = analysis.advice[analysis.advice["run_id"] == first.name] if not analysis.advice.empty else analysis.advice
     advice = tuple(advice_of(r) for r in table.itertuples(index=False))
@@ -79,14 +81,14 @@ def tune(cfg: RunConfig, opts: MultiOptions, results_dir: Path, train: TrainChan
     tried = {DEFAULT: Trial(runs=(first,))} | {t.change: t for t in changes}
     for r, key in rounds([DEFAULT] + [t.change for t in changes], repeats):
         if (r, key) != (0, DEFAULT):  # the first round's default ran already: its advice was read from it
-            tried[key] = _try(tried[key], cfg, opts, train, say, f"{key} (round {r + 1}/{repeats})")
+            tried[key] = _try(tried[key], cfg, opts, train, say, f"{key} (round {r + 1}/{repeats})", first)
     gains = [t for t in tried.values() if t.advice and _gained(t, tried[DEFAULT], results_dir)]
     if len(gains) > 1:
         both = Trial(tuple(a for t in gains for a in t.advice))
         tried[COMBINED] = both
         for r, key in rounds([COMBINED, DEFAULT], repeats):  # the default again: drift since is shared too
             what = "the combination" if key == COMBINED else DEFAULT
-            tried[key] = _try(tried[key], cfg, opts, train, say, f"{what} (round {r + 1}/{repeats})")
+            tried[key] = _try(tried[key], cfg, opts, train, say, f"{what} (round {r + 1}/{repeats})", first)
     return TuneResult(baseline, first, advice, tuple(tried.values()))
 
 
@@ -99,13 +101,25 @@ def _with(cfg: RunConfig, trial: Trial) -> RunConfig:
 
 
 def _try(t: Trial, cfg: RunConfig, opts: MultiOptions, train: TrainChange, say: Callable[[str], None],
-         what: str) -> Trial:
+         what: str, advised: Path) -> Trial:
     """One more run of ``t``; a change TensorFlow rejects or a run that fails is recorded, not raised."""
     say(what)
     try:
-        return replace(t, runs=(*t.runs, train(_with(cfg, t), opts, t.change)))
+        return replace(t, runs=(*t.runs, train(_with(cfg, t), opts, t.change, tries(t, advised))))
     except PerfkitError as exc:
         return replace(t, failed=(*t.failed, str(exc).splitlines()[0]))
+
+
+def tries(t: Trial, advised: Path) -> dict[str, Any]:
+    """run.json's ``tries`` of a run of ``t``: the run whose advice it tries, the causes it acts on and the
+    speedup over that run predicted (the analysis sets it beside the waterfall's term); the default: none."""
+    from perfkit.analysis.tuning import predicted_for
+
+    if not t.advice:
+        return {}
+    speedup, lo, hi = predicted_for(t.advice)
+    return {"run_id": advised.name, "kinds": [a.kind.value for a in t.advice], "predicted_speedup": speedup,
+            "predicted_lo": lo, "predicted_hi": hi}
 
 
 def _gained(t: Trial, default: Trial, results_dir: Path) -> bool:

@@ -21,8 +21,10 @@ def test_each_round_starts_one_place_later() -> None:
     assert turned([], 3) == [] and turned("a", 5) == ["a"]
 
 
-def _fake_tune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gains: tuple[str, ...]) -> list[str]:
-    """The calls to ``train``, in order, of a tune whose changes with a word of ``gains`` gain."""
+def _fake_tune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gains: tuple[str, ...],
+               tried: list[dict[str, Any]] | None = None) -> list[str]:
+    """The calls to ``train``, in order, of a tune whose changes with a word of ``gains`` gain (``tried``:
+    each call's run.json ``tries``, in the same order)."""
     import perfkit.analysis.analyze as analyze_mod
     import perfkit.analysis.tuning as tuning_mod
 
@@ -38,8 +40,10 @@ def _fake_tune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gains: tuple[str
     monkeypatch.setattr(tuning_mod, "gained", lambda runs, default, d: any(g in r.name for r in runs for g in gains))
     calls: list[str] = []
 
-    def train(cfg: RunConfig, opts: Any, what: str) -> Path:
+    def train(cfg: RunConfig, opts: Any, what: str, tries: dict[str, Any]) -> Path:
         calls.append(what)
+        if tried is not None:
+            tried.append(tries)
         path = tmp_path / f"{len(calls)}-{what.split(':')[0].replace(' ', '_')}"
         path.mkdir()
         return path
@@ -65,3 +69,19 @@ def test_tune_turns_its_rounds_and_runs_the_combination_after(tmp_path: Path,
 def test_tune_combines_nothing_when_one_change_gained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _fake_tune(tmp_path, monkeypatch, gains=("metrics",))
     assert len(calls) == 13 and calls.count("default") == 3
+
+
+def test_each_run_of_advice_records_what_it_tries_against_the_run_it_was_advised_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run.json's ``tries``: the analysis sets the change's predicted and measured speedup beside the
+    waterfall term its cause is part of; the baseline and the default runs try nothing."""
+    tried: list[dict[str, Any]] = []
+    calls = _fake_tune(tmp_path, monkeypatch, gains=("metrics",), tried=tried)
+    default_run = f"2-{calls[1]}"
+    for what, t in zip(calls, tried, strict=True):
+        if what in ("baseline", "default"):
+            assert t == {}, (what, t)
+            continue
+        assert t["run_id"] == default_run and len(t["kinds"]) == 1 and t["predicted_speedup"] == pytest.approx(1.1)
+        assert (t["predicted_lo"], t["predicted_hi"]) == pytest.approx((1.0, 1.2))
+    assert {t["kinds"][0] for t in tried if t} == {"metric_reductions", "framework", "gradient_allreduce"}

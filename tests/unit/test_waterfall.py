@@ -127,4 +127,27 @@ def test_the_wait_term_says_what_the_equal_workers_run_predicted_and_measured(ru
     assert t["wait"]["measured_speedup"] == pytest.approx(11.5 / 4.5)
     assert not isinstance(t["compute"]["checked_by"], str)
     line = next(v for v in a.verdict if v.startswith("Where the speedup went"))  # the multi run's, first
-    assert f"(removed by {check.name}: 2.95x predicted, 2.56x measured)" in line
+    assert f"(checked by {check.name}: 2.95x predicted, 2.56x measured)" in line
+
+
+def test_a_tune_run_of_advice_checks_the_term_its_cause_is_part_of(runs: Path) -> None:
+    """``perfkit tune``'s run of --metrics minimal (run.json ``tries``) beside the advised run's all-reduce:
+    the speedup predicted (the advised run's x the advice's) and the one measured; a combination of two
+    changes checks no term."""
+    from tests.unit._analysis_runs import set_meta
+
+    advised = "20260101T000100Z-multi"
+    [tried] = write_run(runs, "20260101T000300Z-multi-tune", busy=dict.fromkeys(range(4), 0.2))  # 4.5 s epochs
+    set_meta(tried, tries={"run_id": advised, "kinds": ["metric_reductions"], "predicted_speedup": 1.25,
+                           "predicted_lo": 1.1, "predicted_hi": 1.4})
+    [both] = write_run(runs, "20260101T000400Z-multi-tune", busy=dict.fromkeys(range(4), 0.2))
+    set_meta(both, tries={"run_id": advised, "kinds": ["metric_reductions", "framework"], "predicted_speedup": 1.5})
+    a = analyze(None, runs, "20260101T000000Z-single")
+    t = _terms(a, advised)
+    speedup = a.runs.set_index("run_id")["speedup"]
+    assert t["allreduce"]["checked_by"] == tried.name
+    assert t["allreduce"]["predicted_speedup"] == pytest.approx(speedup[advised] * 1.25)
+    assert t["allreduce"]["measured_speedup"] == pytest.approx(speedup[tried.name])
+    assert not any(isinstance(r["checked_by"], str) for name, r in t.items() if name != "allreduce")
+    line = next(v for v in a.verdict if v.startswith("Where the speedup went"))
+    assert f"checked by {tried.name}" in line and both.name not in line

@@ -277,7 +277,7 @@ def waterfall_table(a: Analysis, run_id: str, level: str = "steady") -> Table:
     t.caption = (f"seconds per 1,000 samples {'the command trained' if whole else 'of a steady epoch'}: the run's, "
                  "the baseline's over the ideal, and the difference; speedup: what is left after each term (its "
                  "part of ideal - measured)" + "".join(
-                     f"; {r.words}: removed by {r.checked_by}, {r.predicted_speedup:.2f}x predicted, "
+                     f"; {r.words}: checked by {r.checked_by}, {r.predicted_speedup:.2f}x predicted, "
                      f"{r.measured_speedup:.2f}x measured" for r in w.itertuples(index=False)
                      if isinstance(r.checked_by, str)))
     return t

@@ -252,9 +252,11 @@ KEYS: dict[str, dict[str, str]] = {
         "every other term, so lost_s sums to the measured gap", "share": "lost_s / the measured gap in time",
         "speedup_lost": "share x (ideal_speedup - speedup): the term's part of the lost speedup (negative: it "
         "gained)", "speedup_after": "the speedup left after this term and the ones above it; the last row's is "
-        "the measured speedup", "checked_by": "a verification run that removed this term (the equal-workers run "
-        "removes wait); null for the others", "predicted_speedup": "the speedup predicted without the term (the "
-        "what-if's)", "measured_speedup": "the speedup checked_by measured"},
+        "the measured speedup", "checked_by": "the runs made to remove this term: the equal-workers "
+        "run of compare --verify (wait), perfkit tune's runs of one piece of advice (the term its cause is part "
+        "of: --metrics minimal the all-reduce); null for the others", "predicted_speedup": "the speedup "
+        "predicted with the change (the what-if's, or the advice's over the advised run)", "measured_speedup": "the "
+        "speedup checked_by measured (their mean)"},
     "goodput": {
         "run_id": "the run", "worker": "worker index", "span_s": "the command's start to its end (run.json's "
         "ended), seconds; every bucket below adds up to it", "startup_s": "the command's start to this worker's "
