@@ -255,6 +255,11 @@ class RunRecord:
         )
 
 
+# A run on SSH hosts, mirrored on the launching host while it trains (``perfkit watch``): each worker's
+# status, heartbeat and process under ``<results>/.live/<run id>/``; removed when the parts come back.
+LIVE_DIR = ".live"
+
+
 def iter_run_dirs(results_dir: str | Path) -> Iterator[Path]:
     """Directories under ``results_dir`` holding a run.json, oldest run id first."""
     root = Path(results_dir)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -28,7 +27,8 @@ import psutil
 from perfkit.analysis.cpu import host_budgets, worker_hosts
 from perfkit.errors import ResultsError, UsageError
 from perfkit.live.snapshot import RunState, Slowest, Snapshot, WorkerRow, WorkerState
-from perfkit.results import RUN_FILE, iter_run_dirs, load_meta
+from perfkit.profiler.procinfo import PROC_FILE, ProcInfo, mirrored_proc, read_proc
+from perfkit.results import LIVE_DIR, RUN_FILE, iter_run_dirs, load_meta
 from perfkit.runmeta import RunMeta
 from perfkit.trainer import hang
 from perfkit.trainer.worker.heartbeat import HEARTBEAT_FILE
@@ -45,48 +45,6 @@ _STATES = {"starting": WorkerState.STARTING, "loading-data": WorkerState.STARTIN
            "connecting": WorkerState.CONNECTING, "joined": WorkerState.CONNECTING,
            "training": WorkerState.TRAINING, "calibrating": WorkerState.FINISHING,
            "done": WorkerState.EXITED, "failed": WorkerState.EXITED, "interrupted": WorkerState.EXITED}
-
-
-@dataclass(frozen=True)
-class ProcInfo:
-    """A process as /proc tells it."""
-
-    status: str  # psutil's: "running", "sleeping", "stopped", ...
-    cpu_s: float  # user + system
-    rss_bytes: int
-    create_wall_s: float
-    wait_s: float | None = None  # its threads' time runnable but not running (schedstat run delay)
-
-
-def read_proc(pid: int) -> ProcInfo | None:
-    """The process ``pid`` on this machine, or None (gone, or not readable)."""
-    try:
-        p = psutil.Process(pid)
-        with p.oneshot():
-            t = p.cpu_times()
-            return ProcInfo(p.status(), t.user + t.system, p.memory_info().rss, p.create_time(), run_delay_s(pid))
-    except (psutil.Error, OSError):
-        return None
-
-
-def run_delay_s(pid: int) -> float | None:
-    """Seconds the process's threads spent runnable but not running, summed (each thread's
-    ``/proc/<pid>/task/<tid>/schedstat``, second field: time on a run queue, a throttled cgroup's included);
-    None where the kernel keeps no schedstat. psutil does not read it."""
-    total, found = 0, False
-    try:
-        tasks = os.scandir(f"/proc/{pid}/task")
-    except OSError:
-        return None
-    with tasks:
-        for task in tasks:
-            try:
-                with open(f"{task.path}/schedstat", "rb") as fh:
-                    total += int(fh.read().split()[1])
-                found = True
-            except (OSError, ValueError, IndexError):
-                continue  # a thread that ended meanwhile
-    return total / 1e9 if found else None
 
 
 @dataclass(frozen=True)
@@ -126,7 +84,7 @@ class Watcher:
             statuses[index] = status
             host = str(status.get("host") or hosts.get(index) or "?")
             cores = _share(budgets.get(host), hosts, host)
-            rows.append(self._row(index, host, cores, status, beat, now, wall))
+            rows.append(self._row(index, host, cores, status, beat, now, wall, _read_json(wdir / PROC_FILE)))
         state = RunState.RUNNING if meta.status == "running" else RunState.FINISHED
         age = max(0.0, wall / 1e9 - newest)
         if state is RunState.RUNNING and age > NOT_UPDATED_S and not self._launcher_alive(meta):
@@ -134,10 +92,15 @@ class Watcher:
         return self._snapshot(meta, state, age, tuple(rows), statuses, wall)
 
     def _row(self, index: int, host: str, cores: float | None, status: dict[str, Any], beat: dict[str, Any],
-             now: float, wall: int) -> WorkerRow:
+             now: float, wall: int, mirrored: dict[str, Any]) -> WorkerRow:
+        """``mirrored``: the worker's process as its own host read it (a run on SSH hosts), or {}."""
         pid = _int(beat.get("pid")) or _int(status.get("pid"))
-        proc = self._proc(pid, status) if pid else None
-        gone = bool(pid and self._local.get(pid) and proc is None)
+        if mirrored:
+            proc = mirrored_proc(mirrored)
+            gone = proc is None
+        else:
+            proc = self._proc(pid, status) if pid else None
+            gone = bool(pid and self._local.get(pid) and proc is None)
         position = beat if beat.get("step") is not None or not status else status
         seen = _Seen(now, _num(beat.get("samples")), _num(beat.get("batches")), proc.cpu_s if proc else None,
                      proc.wait_s if proc else None)
@@ -275,13 +238,15 @@ def find_running(results_dir: Path, now_wall_s: float | None = None) -> Path:
     """The one running run under ``results_dir``: its directory; a one-line error when none or several."""
     now = time.time() if now_wall_s is None else now_wall_s
     running = []
-    for path in iter_run_dirs(results_dir):
+    for path in [*iter_run_dirs(Path(results_dir) / LIVE_DIR), *iter_run_dirs(results_dir)]:
         try:
             meta = load_meta(path)
         except ResultsError:
             continue
         if meta.status == "running" and (now - _newest(path) <= NOT_UPDATED_S or launcher_alive(path, meta)):
             running.append(path)
+    mirrored = {p.name for p in running if p.parent.name == LIVE_DIR}  # a run on SSH hosts: all its workers
+    running = [p for p in running if p.parent.name == LIVE_DIR or p.name.split("--")[0] not in mirrored]
     if not running:
         raise UsageError(f"RUN: no run is running under {results_dir} (--results-dir); name one: perfkit watch "
                          f"RUN_DIR (perfkit runs lists them)")

@@ -275,6 +275,7 @@ def test_ctrl_c_stops_every_host_and_brings_their_records_back(hosts: _sshhosts.
                   wait=False)
     try:
         hosts.training("west", KERAS[1])
+        _watched_on_the_launching_host(tmp_path / "here", {0: "east", 1: "west"})
         hosts.launcher(proc.pid).send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
@@ -285,7 +286,26 @@ def test_ctrl_c_stops_every_host_and_brings_their_records_back(hosts: _sshhosts.
         part = tmp_path / "here" / f"ctrlc--{host}"
         assert meta(part)["status"] == "interrupted" and meta(part)["transfer"]["bytes"] > 0
         assert (part / "workers").is_dir()
+    assert not (tmp_path / "here" / ".live" / "ctrlc").exists(), "the live mirror goes when the parts come back"
     assert hosts.emptied(10) is not None, hosts.left()
+
+
+def _watched_on_the_launching_host(results: Path, placed: dict[int, str], timeout: float = 60.0) -> None:
+    """``perfkit watch`` on the launching host (its default: the run running under its results directory)
+    shows every worker of every host training, each with its CPU as its own host read it."""
+    deadline, last = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        proc = subprocess.run([sys.executable, "-m", "perfkit", "watch", "--results-dir", str(results), "--once",
+                               "--format", "json"], capture_output=True, text=True, timeout=60)
+        last = proc.stdout + proc.stderr
+        if proc.returncode == 0 and proc.stdout.strip():
+            snap = json.loads(proc.stdout.strip().splitlines()[-1])
+            rows = {w["index"]: w for w in snap["workers"]}
+            if snap["run_id"] == "ctrlc" and {i: rows[i]["host"] for i in rows} == placed and all(
+                    w["state"] == "training" and w["cpu_percent"] is not None for w in rows.values()):
+                return
+        time.sleep(1.0)
+    raise AssertionError(f"perfkit watch did not show every host's worker training within {timeout:g} s: {last}")
 
 
 def _stepping(worker_dir: Path, events: int = 20, timeout: float = 120.0) -> None:

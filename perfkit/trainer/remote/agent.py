@@ -31,11 +31,13 @@ import psutil
 
 from perfkit.errors import UsageError
 from perfkit.events import NullObserver
+from perfkit.trainer.worker.heartbeat import HEARTBEAT_FILE
 
 BEAT_S = 0.5
 SILENT_S = 2.5  # five missed beats
 LOST_KILL_S = 5.0  # after the launcher was lost: every worker gone by SILENT_S + LOST_KILL_S (+ polls) < 10 s
 STOP, BEAT = "stop", "beat"
+LIVE_S = 1.0  # each local worker's state relayed this often (the launching host mirrors it: perfkit watch)
 EXIT_LOST = 130  # as an interrupted run: the launching host was lost
 
 
@@ -236,13 +238,19 @@ class Relay(NullObserver):
                            "signal": failure.get("signal"), "peer_lost": bool(peer)}})
 
     def follow(self, run_dir: Path, workers: list[int], stop: threading.Event) -> threading.Thread:
-        """Each local worker's log, line by line as it is written, until ``stop`` (then to its end)."""
+        """Each local worker's log, line by line as it is written, until ``stop`` (then to its end); and every
+        ``LIVE_S`` its status, heartbeat and process, for the launching host's ``perfkit watch``."""
         def loop() -> None:
             offsets: dict[int, int] = {}
+            shown = 0.0
             while True:
                 done = stop.is_set()
                 for i in workers:
                     self._more(run_dir / "workers" / str(i) / "worker.log", i, offsets)
+                if time.monotonic() - shown >= LIVE_S or done:
+                    shown = time.monotonic()
+                    for i in workers:
+                        self._live(run_dir / "workers" / str(i), i)
                 if done:
                     return
                 time.sleep(0.2)
@@ -250,6 +258,20 @@ class Relay(NullObserver):
         thread = threading.Thread(target=loop, name="perfkit-log-relay", daemon=True)
         thread.start()
         return thread
+
+    def _live(self, wdir: Path, index: int) -> None:
+        """One worker's status and heartbeat as written here, and its process as this host reads it."""
+        from perfkit.profiler.procinfo import read_proc
+
+        status, beat = _json_object(wdir / "status.json"), _json_object(wdir / HEARTBEAT_FILE)
+        if not status and not beat:
+            return
+        pid = beat.get("pid") or status.get("pid")
+        proc = read_proc(pid) if isinstance(pid, int) else None
+        stamp = beat.get("t_wall_ns")
+        age = (time.time_ns() - stamp) / 1e9 if isinstance(stamp, int) else None  # as this host's clock says
+        self.emit({"live": {"worker": index, "status": status, "beat": beat, "beat_age_s": age,
+                            "proc": proc.to_dict() if proc is not None else None}})
 
     def _more(self, path: Path, index: int, offsets: dict[int, int]) -> None:
         try:
@@ -264,3 +286,12 @@ class Relay(NullObserver):
         offsets[index] = offsets.get(index, 0) + end
         for line in data[:end].decode("utf-8", "replace").splitlines():
             self.emit({"log": line, "worker": index})
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """A JSON object file as written (atomically) by its worker, or {} (absent, or being replaced)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -32,6 +32,7 @@ from perfkit.events import NullObserver, Observer
 from perfkit.results import RunDir, new_run_id, write_run_file
 from perfkit.trainer.remote.agent import STOP
 from perfkit.trainer.remote.hosts import Remote, marker, with_cores
+from perfkit.trainer.remote.mirror import Mirror
 from perfkit.trainer.remote.session import Events, Session, beat, drain, open_session, reader, ready
 from perfkit.trainer.remote.ssh import ALIVE_COUNT, ALIVE_S, SSH_FAILED, Target, remote_command
 
@@ -72,10 +73,14 @@ def launch_hosts(cluster: ClusterSpec, args: AgentArgs, remote: Remote, results_
               [reader(s, s.proc.stderr, "err", events) for s in sessions]
     beating = threading.Event()
     threading.Thread(target=beat, args=(sessions, beating), name="perfkit-ssh-beat", daemon=True).start()
-    interrupted = False
+    interrupted, mirror = False, None
     try:
         hosts = ready(sessions, events, observer, remote, args.argv[0])
-        _go(sessions, with_cores(cluster, hosts) if args.multi else None, observer)
+        placed = with_cores(cluster, hosts)
+        mirror = Mirror(results_dir, rid, placed, args.mode if args.multi else "single")
+        for s in sessions:
+            s.live = mirror.write
+        _go(sessions, placed if args.multi else None, observer)
         _wait(sessions, events, observer)
     except KeyboardInterrupt:
         if any(s.host is None for s in sessions):  # before the hosts answered: nothing started anywhere
@@ -88,6 +93,8 @@ def launch_hosts(cluster: ClusterSpec, args: AgentArgs, remote: Remote, results_
             t.join(timeout=5)
         drain(events, observer)
         beating.set()
+        if mirror is not None:
+            mirror.close()
     fetched = _fetch_all(sessions, results_dir, observer)
     return _outcome(sessions, fetched, results_dir, rid, interrupted)
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -34,6 +35,7 @@ class Session:
     host: Host | None = None  # that answer, checked
     ended_at: float | None = None
     end: dict[str, Any] = field(default_factory=dict)  # how its part ended, as its host said
+    live: Callable[[dict[str, Any]], None] | None = None  # where its workers' relayed state goes (mirror.py)
 
     @property
     def name(self) -> str:
@@ -113,7 +115,10 @@ def _show(s: Session, kind: str, line: str, observer: Observer) -> None:
         obj = json.loads(line)
     except ValueError:
         obj = {"log": line}
-    if "ready" in obj:
+    if "live" in obj:
+        if s.live is not None and isinstance(obj["live"], dict):
+            s.live(obj["live"])
+    elif "ready" in obj:
         s.info = dict(obj["ready"] or {})
     elif "end" in obj:
         s.end = dict(obj["end"] or {})
