@@ -75,6 +75,37 @@ def perfkit_run(label: str, args: list[str], results_dir: Path, timeout: float,
     return t
 
 
+def watched_run(label: str, args: list[str], results_dir: Path, timeout: float, interval: float = 1.0) -> Training:
+    """``perfkit_run`` with ``perfkit watch RUN --plain --interval INTERVAL`` attached from the moment its run
+    directory appears until it finishes: the watcher's own CPU seconds (wait4) and wall time go to ``extra``
+    (``watcher_cpu_s``, ``watcher_wall_s``, ``watcher_share``: of one core)."""
+    import threading
+
+    known = {p.name for p in Path(results_dir).iterdir()} if Path(results_dir).is_dir() else set()
+    done, got = threading.Event(), {}
+
+    def attach() -> None:
+        while not done.is_set():
+            new = [p for p in Path(results_dir).iterdir() if p.name not in known and (p / "run.json").is_file()]
+            if new:
+                got["proc"] = run_measured([*PERFKIT, "watch", str(new[0]), "--plain", "--interval", str(interval)],
+                                           timeout, env=env_with_repo())
+                return
+            done.wait(0.2)
+
+    thread = threading.Thread(target=attach, name="bench-watcher", daemon=True)
+    thread.start()
+    t = perfkit_run(label, args, results_dir, timeout)
+    done.set()
+    thread.join(timeout=60)
+    watch: Proc | None = got.get("proc")
+    if watch is None or not watch.ok or watch.cpu_s is None:
+        t.error = t.error or f"the watcher: {watch.error() if watch else 'never attached'}"
+        return t
+    t.extra.update(watcher_cpu_s=watch.cpu_s, watcher_wall_s=watch.wall_s, watcher_share=watch.cpu_s / watch.wall_s)
+    return t
+
+
 def _perfkit(label: str, args: list[str], timeout: float,
              env: dict[str, str] | None = None) -> tuple[Training, Proc, Path | None]:
     """``perfkit ARGS`` (``--quiet``: it prints its run directory last) measured; the run directory, or None

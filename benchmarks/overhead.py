@@ -5,7 +5,9 @@ A/B/C interleaved, same data, same pipeline, model and fit:
   step recorder, no scalars, no trace);
 - instrumented: ``perfkit run --mode single --sample-interval 0.5 --profile-steps A-B``, A-B being a
   10-step TF profiler window early in epoch 2 (what ``auto`` picks), everything recorded;
-- untraced: the same ``perfkit run`` with ``--no-profile`` (sampler and step records, no trace window).
+- untraced: the same ``perfkit run`` with ``--no-profile`` (sampler and step records, no trace window);
+- watched: untraced with ``perfkit watch RUN --plain --interval 1`` attached while it trains (the watcher's
+  cost to the run, against the untraced rounds' spread, and its own CPU: goal <= 2% of a core).
 Epoch time on all sides is Keras' epoch begin -> epoch end (training, validation and every epoch-end
 hook, so a trace being written out counts); the figure is the steady epoch time (median over epochs
 after the first) and each side's ratio to bare, paired by round. Targets (issue 31): instrumented <= 1.02x,
@@ -45,13 +47,14 @@ from benchmarks._common import (
     smoke_size,
     stats,
 )
-from benchmarks._runs import Training, perfkit_run, runs_dir, script_json, script_run, training_summary
+from benchmarks._runs import Training, perfkit_run, runs_dir, script_json, script_run, training_summary, watched_run
 from perfkit.config import get_preset
 from perfkit.profiler.tracewindow import resolve
 
 NAME = "overhead"
 TARGETS = {"instrumented": 1.02, "untraced": 1.005}  # steady epoch x bare's
 SAMPLE_INTERVAL_S = 0.5
+WATCHER_CPU_MAX = 0.02  # perfkit watch's own CPU, of one core (issue 55)
 
 
 def profile_window(preset: str, train_players: int | None = None) -> str:
@@ -77,6 +80,7 @@ def measure(args: argparse.Namespace) -> Report:
                                               [*run_args, "--profile-steps", report.params["profile_steps"]],
                                               runs, args.timeout),
         "untraced": lambda i: perfkit_run(f"untraced #{i + 1}", [*run_args, "--no-profile"], runs, args.timeout),
+        "watched": lambda i: watched_run(f"watched #{i + 1}", [*run_args, "--no-profile"], runs, args.timeout),
     }
     got: dict[str, list[Training]] = interleave(arms, args.repeats, progress)
     report.results = {name: training_summary(tr) for name, tr in got.items()}
@@ -90,7 +94,21 @@ def measure(args: argparse.Namespace) -> Report:
         arm: None if report.results["ratio"][arm]["steady_epoch_wall"]["median"] is None
         else report.results["ratio"][arm]["steady_epoch_wall"]["median"] <= t for arm, t in TARGETS.items()}
     report.results["accounted"] = _accounted(got["untraced"], args, report)
+    report.results["watched"] = _watched(got["watched"], got["untraced"])
     return report
+
+
+def _watched(watched: list[Training], untraced: list[Training]) -> dict[str, object]:
+    """A ``perfkit watch`` attached to the untraced run: its steady epoch against the untraced one's, paired by
+    round, against the untraced rounds' own spread (the noise: goal within it), and the watcher's CPU share
+    of one core (goal <= WATCHER_CPU_MAX)."""
+    ratio = _ratios(watched, untraced)["steady_epoch_wall"]
+    epochs = [t.steady_epoch_wall_s for t in untraced if t.steady_epoch_wall_s]
+    noise = (max(epochs) / min(epochs) - 1) if len(epochs) > 1 else None
+    share = stats(t.extra.get("watcher_share") for t in watched)
+    return {"ratio_to_untraced": ratio, "untraced_spread": noise, "watcher_share": share,
+            "within_noise": None if noise is None or ratio["median"] is None else abs(ratio["median"] - 1) <= noise,
+            "meets_cpu": None if share["max"] is None else share["max"] <= WATCHER_CPU_MAX}
 
 
 def _accounted(untraced: list[Training], args: argparse.Namespace, report: Report) -> dict[str, object] | None:
@@ -137,6 +155,7 @@ def table(report: Report) -> str:
         said.append(f"The trace window cost {fmt_range(cost, '.2f')} s of a steady epoch in this run "
                     "(instrumented - untraced, paired by round).")
     said += _accounted_lines(r.get("accounted"))
+    said += _watched_lines(r.get("watched"))
     return f"{heading(report)}\n\n{markdown_table(head, rows, right=(1, 2, 3))}\n\n" + "\n".join(said)
 
 
@@ -163,3 +182,13 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _watched_lines(w: dict[str, object] | None) -> list[str]:
+    if not w or w["ratio_to_untraced"]["median"] is None:  # type: ignore[index]
+        return []
+    noise = w["untraced_spread"]
+    spread = f"{noise:.1%}" if isinstance(noise, float) else "unknown (one round)"
+    return [f"With perfkit watch attached the steady epoch was {fmt_range(w['ratio_to_untraced'], '.3f')}x the "
+            f"untraced one's (paired by round; the untraced rounds spread {spread}); the watcher used "
+            f"{fmt_range(w['watcher_share'], '.2%')} of a core (goal <= {WATCHER_CPU_MAX:.0%})."]
