@@ -14,9 +14,9 @@ interval, where the sweep ran fewer than three counts (no count can be left out 
 fit) or beyond twice its largest count (no count left out tested a step that long).
 
 A cluster file (``hosts``) is forecast too, as ``perfkit run --cluster`` emulates it on the sweep's machine:
-each worker on its share of its host's budget, the model's terms on unequal hosts (``model``). Its reach
-is its worker count's; its interval the same out-of-sample error, which no unequal count of the sweep tested
-(the row says so).
+each worker on its share of its host's budget, the model's terms on unequal hosts (``model``). No count
+of the sweep ran unequal hosts, so none left out tested that reach: the row is marked not supported and
+gets no interval (the calibration: benchmarks/measurements).
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ Z90 = 1.645
 
 
 EQUAL = "equal"  # the hosts column of a forecast on the sweep's own equal hosts
+UNEQUAL = ("fitted on equal hosts: no count of the sweep had unequal ones, so the points cannot say how sure "
+           "this is (no interval)")
 
 
 def forecast(runs: pd.DataFrame, record: Any, targets: Sequence[int], hosts: ClusterSpec | None = None,
@@ -181,7 +183,7 @@ def _row(model: StepModel, sigma: float, k: int, points: pd.DataFrame, n: int, r
     steps = _steps(points, record, n)
     cores = worker_cores(model, hosts) if hosts is not None else None
     epoch = model.epoch(n, steps, cores)
-    supported, why = _support(n, counts, sigma)
+    supported, why = _support(n, counts, sigma) if hosts is None else (False, UNEQUAL)
     half = T90.get(k - 1, Z90) * sigma if supported else math.nan
     lo, hi = epoch * math.exp(-half), epoch * math.exp(half)
     if hosts is not None:
@@ -205,7 +207,7 @@ def _cluster_row(model: StepModel, n: int, steps: float, cores: Any, epoch: floa
     batch = record.batch_size if record.scaling == "strong" else record.batch_size * n
     speed = (lambda e: steps * batch / e / ref_rate if e > 0 else math.nan)  # noqa: E731 - per sample
     terms = model.terms(n, cores)
-    note = why or "unequal hosts: the interval is the equal counts' error; no unequal count was left out"
+    note = why
     return {"workers": n, "hosts": hosts_label(hosts), "measured": False, "steps": steps,
             "step_s": sum(terms.values()), **terms, "val_s": model.val(n, cores), "steady_epoch_s": epoch,
             "epoch_lo_s": span[0], "epoch_hi_s": span[1], "measured_epoch_s": math.nan, "error": math.nan,
