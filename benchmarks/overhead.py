@@ -94,7 +94,7 @@ def measure(args: argparse.Namespace) -> Report:
         arm: None if report.results["ratio"][arm]["steady_epoch_wall"]["median"] is None
         else report.results["ratio"][arm]["steady_epoch_wall"]["median"] <= t for arm, t in TARGETS.items()}
     report.results["accounted"] = _accounted(got["untraced"], args, report)
-    report.results["watched"] = _watched(got["watched"], got["untraced"])
+    report.results["watcher"] = _watched(got["watched"], got["untraced"])
     return report
 
 
@@ -155,7 +155,7 @@ def table(report: Report) -> str:
         said.append(f"The trace window cost {fmt_range(cost, '.2f')} s of a steady epoch in this run "
                     "(instrumented - untraced, paired by round).")
     said += _accounted_lines(r.get("accounted"))
-    said += _watched_lines(r.get("watched"))
+    said += _watched_lines(r.get("watcher"))
     return f"{heading(report)}\n\n{markdown_table(head, rows, right=(1, 2, 3))}\n\n" + "\n".join(said)
 
 

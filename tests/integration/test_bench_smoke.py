@@ -24,7 +24,7 @@ def test_overhead_smoke(tmp_path: Path) -> None:
         positive(r[arm]["steady_epoch_wall_s"])
         positive(r[arm]["steady_samples_per_s"])
     # perfkit watch attached to a run: its cost to the run and its own CPU (a share of one core)
-    w = r["watched"]
+    w = r["watcher"]
     assert 0.3 < positive(w["ratio_to_untraced"]) < 5 and 0 < positive(w["watcher_share"]) < 0.5
     assert w["meets_cpu"] in (True, False) and w["within_noise"] in (True, False, None)
     assert r["instrumented"]["runs"][0]["run_dir"]
