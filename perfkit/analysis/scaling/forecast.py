@@ -180,39 +180,26 @@ def hosts_label(hosts: ClusterSpec) -> str:
 
 def _row(model: StepModel, sigma: float, k: int, points: pd.DataFrame, n: int, record: Any, ref_rate: float,
          counts: list[int], hosts: ClusterSpec | None = None) -> dict[str, Any]:
+    """A forecast row at ``n`` workers on equal hosts, or on the cluster ``hosts`` (never measured by the sweep,
+    whose runs are on equal hosts, and not supported: ``UNEQUAL``)."""
     steps = _steps(points, record, n)
     cores = worker_cores(model, hosts) if hosts is not None else None
     epoch = model.epoch(n, steps, cores)
     supported, why = _support(n, counts, sigma) if hosts is None else (False, UNEQUAL)
     half = T90.get(k - 1, Z90) * sigma if supported else math.nan
     lo, hi = epoch * math.exp(-half), epoch * math.exp(half)
-    if hosts is not None:
-        return _cluster_row(model, n, steps, cores, epoch, (lo, hi), supported, why, record, ref_rate, hosts)
-    measured = points[points["workers"] == n]["clean_epoch_s"].astype(float).dropna()
+    own = points[points["workers"] == n] if hosts is None else points.iloc[0:0]
+    measured = own["clean_epoch_s"].astype(float).dropna()
     m_epoch = float(measured.mean()) if len(measured) else math.nan
     batch = record.batch_size if record.scaling == "strong" else record.batch_size * n
     speed = (lambda e: steps * batch / e / ref_rate if e > 0 else math.nan)  # noqa: E731 - per sample
-    terms = model.terms(n)
-    return {"workers": n, "hosts": EQUAL, "measured": bool(len(measured)), "steps": steps,
-            "step_s": sum(terms.values()), **terms,
-            "val_s": model.val(n), "steady_epoch_s": epoch, "epoch_lo_s": lo, "epoch_hi_s": hi,
-            "measured_epoch_s": m_epoch, "error": m_epoch / epoch - 1 if len(measured) and epoch > 0 else math.nan,
+    terms = model.terms(n, cores)
+    return {"workers": n, "hosts": EQUAL if hosts is None else hosts_label(hosts), "measured": bool(len(measured)),
+            "steps": steps, "step_s": sum(terms.values()), **terms, "val_s": model.val(n, cores),
+            "steady_epoch_s": epoch, "epoch_lo_s": lo, "epoch_hi_s": hi, "measured_epoch_s": m_epoch,
+            "error": m_epoch / epoch - 1 if len(measured) and epoch > 0 else math.nan,
             "speedup": speed(epoch), "speedup_lo": speed(hi), "speedup_hi": speed(lo),
             "efficiency": speed(epoch) / n, "supported": supported, "support_note": why}
-
-
-def _cluster_row(model: StepModel, n: int, steps: float, cores: Any, epoch: float, span: tuple[float, float],
-                 supported: bool, why: str, record: Any, ref_rate: float, hosts: ClusterSpec) -> dict[str, Any]:
-    """A forecast row of the cluster ``hosts``: never measured by the sweep (its runs are on equal hosts)."""
-    batch = record.batch_size if record.scaling == "strong" else record.batch_size * n
-    speed = (lambda e: steps * batch / e / ref_rate if e > 0 else math.nan)  # noqa: E731 - per sample
-    terms = model.terms(n, cores)
-    note = why
-    return {"workers": n, "hosts": hosts_label(hosts), "measured": False, "steps": steps,
-            "step_s": sum(terms.values()), **terms, "val_s": model.val(n, cores), "steady_epoch_s": epoch,
-            "epoch_lo_s": span[0], "epoch_hi_s": span[1], "measured_epoch_s": math.nan, "error": math.nan,
-            "speedup": speed(epoch), "speedup_lo": speed(span[1]), "speedup_hi": speed(span[0]),
-            "efficiency": speed(epoch) / n, "supported": supported, "support_note": note}
 
 
 def _reference_rate(runs: pd.DataFrame, record: Any) -> float:
