@@ -37,10 +37,12 @@ WINDOW_S = 10.0  # rates and the slowest worker over this much of the latest his
 NOT_UPDATED_S = 30.0  # a running run in which nothing moved for this long is shown as not updated
 STUCK_AFTER_S = 10.0  # no step for this long, idle in its own code: stuck
 WAIT_FLAG = 0.2  # the others wait at least this share of a step: the slowest worker is named
-# ... over at least this much history, and found again in readings this far apart: an epoch's end or one
-# worker's validation finishing first makes one reading lopsided, not several in a row
+# ... over at least this much history, and found in every reading for this long: an epoch's end or one
+# worker's validation finishing first makes one reading lopsided, and a busy machine can hold one worker back
+# for several seconds while the run keeps its pace (benchmarks/measurements, "perfkit watch"); a straggler
+# worth naming persists, and the alarm's budget from a slowdown to its name is 30 s
 MIN_SPAN_S = 5.0
-NAMED_AFTER_S = 2.0
+NAMED_AFTER_S = 15.0
 _STATES = {"starting": WorkerState.STARTING, "loading-data": WorkerState.STARTING,
            "connecting": WorkerState.CONNECTING, "joined": WorkerState.CONNECTING,
            "training": WorkerState.TRAINING, "calibrating": WorkerState.FINISHING,

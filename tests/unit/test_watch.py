@@ -16,7 +16,7 @@ from perfkit.cli import main
 from perfkit.errors import UsageError
 from perfkit.live import render
 from perfkit.live.snapshot import RunState, WorkerState
-from perfkit.live.watcher import NOT_UPDATED_S, ProcInfo, Watcher, find_running
+from perfkit.live.watcher import NAMED_AFTER_S, NOT_UPDATED_S, WINDOW_S, ProcInfo, Watcher, find_running
 from tests.unit._analysis_runs import set_meta, write_run
 
 NOW = 1_900_000_000.0  # wall seconds of the first reading
@@ -101,23 +101,28 @@ def _advance(run: Path, clock: Clock, procs: Procs, seconds: float, cpu: dict[in
 def test_the_worker_that_uses_most_of_its_budget_is_the_one_the_others_wait_for(tmp_path: Path) -> None:
     run = _running(tmp_path)
     watcher, clock, procs = _started(run)
-    # worker 0: half of its 3 cores; 1: all of its 1. Named once found for 2 s over 5 s of history.
-    for n, (seconds, batches) in enumerate(((5.0, 20), (1.0, 20), (1.0, 20))):
-        _advance(run, clock, procs, seconds, {0: 1.5, 1: 0.98}, batches=batches)
+    # worker 0: half of its 3 cores; 1: all of its 1. Found from 5 s of history on, named once found in every
+    # reading for NAMED_AFTER_S; 4 batches a second from then
+    _advance(run, clock, procs, 5.0, {0: 1.5, 1: 0.98}, batches=20)
+    assert watcher.poll().slowest is None
+    found_for = int(NAMED_AFTER_S)
+    for k in range(1, found_for + 1):
+        _advance(run, clock, procs, 1.0, {0: 1.5, 1: 0.98}, batches=20 + 4 * k)
         snap = watcher.poll()
-        assert (snap.slowest is None) == (n < 2), n
+        assert (snap.slowest is None) == (k < found_for), k
     w0, w1 = snap.workers
     assert (w0.cpu_percent, w1.cpu_percent) == (pytest.approx(150.0), pytest.approx(98.0))
-    rate = 20 / 7.0  # 20 batches in the 7 s watched
+    assert WINDOW_S <= 5 + found_for  # the window holds only the steady 4 batches a second
+    rate = 4.0
     assert (w0.budget_cores, w1.budget_cores) == (3.0, 1.0) and w1.steps_per_s == pytest.approx(rate)
     assert snap.slowest is not None and snap.slowest.worker == 1 and snap.slowest.host == "b"
     assert snap.slowest.others_wait_share == pytest.approx(1 - 0.5 / 0.98)
     assert snap.slowest.wait_s_per_step == pytest.approx((1 - 0.5 / 0.98) / rate)
     assert snap.samples_per_s == pytest.approx(2 * rate * 32) and snap.speedup == pytest.approx(2 * rate * 0.32)
-    # 20 of 200 batches in the 57 s since training began: 180 more at that pace
-    assert snap.eta_s == pytest.approx(180 * 57.0 / 20)
+    done = 20 + 4 * found_for  # of 200 batches, in the 50 + 5 + found_for s since training began
+    assert snap.eta_s == pytest.approx((200 - done) * (55.0 + found_for) / done)
     line = render.plain_line(snap)
-    assert "the others wait for worker 1 (b): 49% of their step" in line and "1.83x single" in line
+    assert "the others wait for worker 1 (b): 49% of their step" in line and f"{2 * rate * 0.32:.2f}x single" in line
     assert json.loads(render.json_line(snap))["slowest"]["worker"] == 1
 
 
@@ -231,13 +236,14 @@ def test_a_host_slower_than_its_recorded_budget_is_named_by_its_wait_for_a_core(
     sleeps in the all-reduce), but b's threads wait for a core the rest of the time."""
     run = _running(tmp_path, hosts=(("a", 1.0, 1), ("b", 1.0, 1)))
     watcher, clock, procs = _started(run)
-    for seconds in (5.0, 1.0, 1.0):
-        _advance(run, clock, procs, seconds, {0: 0.23, 1: 0.24}, batches=10, wait={0: 0.05, 1: 0.9})
+    for k in range(int(NAMED_AFTER_S) + 1):  # 5 s to the 10th batch, then 2 a second until named
+        _advance(run, clock, procs, 5.0 if k == 0 else 1.0, {0: 0.23, 1: 0.24}, batches=10 + 2 * k,
+                 wait={0: 0.05, 1: 0.9})
         snap = watcher.poll()
     assert snap.workers[1].cpu_wait_percent == pytest.approx(90.0)
     assert snap.slowest is not None and snap.slowest.worker == 1
     assert snap.slowest.others_wait_share == pytest.approx(1 - 0.28 / 1.14)
-    assert "w1 b training e1 s10 1.4 st/s cpu 24%+90% waiting/100%" in render.plain_line(snap)
+    assert "w1 b training e2 s20 2.0 st/s cpu 24%+90% waiting/100%" in render.plain_line(snap)
 
 
 def test_a_run_whose_workers_wrote_no_status_says_so(tmp_path: Path) -> None:
