@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 
 from benchmarks import BENCHMARKS
@@ -28,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     # Every process a benchmark starts (perfkit's launcher, its workers, a benchmark's own scripts run as
     # `python -m benchmarks.X`) imports this checkout's benchmarks and perfkit, wherever its cwd is.
     os.environ["PYTHONPATH"] = env_with_repo()["PYTHONPATH"]
+    # Benchmarks stop the runs they start as Ctrl-C does (SIGINT). Started in the background by a
+    # non-interactive shell (`cmd &`), this process and every child would ignore it (an ignored signal
+    # survives exec): each stop would wait out its timeout and kill. Its children inherit the default.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return 0 if argv else 2

@@ -127,10 +127,19 @@ class LiveObserver(ProgressObserver):
         self._thread: threading.Thread | None = None
 
     def run_opened(self, path: Path) -> None:
+        """The view follows ``path`` from now on: its workers starting and connecting too, and a run on SSH
+        hosts (whose launcher has no bars: its live copy, trainer/remote/mirror.py)."""
         self._run = Path(path)
+        self._begin()
 
     def training_started(self, epochs: int, steps_per_epoch: int, cpu: Callable[[], float | None]) -> None:
         super().training_started(epochs, steps_per_epoch, cpu)
+        self._begin()
+
+    def _begin(self) -> None:
+        if self._thread is not None:
+            return
+        self._progress.start()
         self._stop.clear()
         self._thread = threading.Thread(target=self._follow, name="perfkit-live-view", daemon=True)
         self._thread.start()

@@ -80,7 +80,8 @@ ClusterFrom = Annotated[Optional[str], typer.Option(
 BasePort = Annotated[Optional[int], typer.Option(help="multi, --cluster-from slurm: each task's port is this + its "
                                                  "local id (default 23456).", show_default=False)]
 Live = Annotated[bool, typer.Option("--live", help="The workers' live view (perfkit watch) under the progress "
-                                     "bars while each run trains.")]
+                                     "bars while each run starts and trains (launch --hosts: the hosts' "
+                                     "workers as relayed to this one).")]
 AllowUnenforced = Annotated[bool, typer.Option("--allow-unenforced", help="multi: run emulated hosts even where their "
                                                "CPU budgets cannot be enforced (figures that use budgets are then "
                                                "marked).")]

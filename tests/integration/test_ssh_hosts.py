@@ -53,11 +53,14 @@ def test_a_script_on_two_hosts_and_its_baseline_come_back_as_one_run(hosts: _ssh
     base = launch(hosts, tmp_path, "--mode", "single", "--hosts", "west", "--run-id", "base", *FLAGS, "--", *KERAS,
                   "--epochs", "2", "--steps-per-epoch", "10")
     assert base.returncode == 0, base.stderr[-3000:]
-    multi = launch(hosts, tmp_path, "--hosts", "east,west", "--run-id", "two", *FLAGS, "--", *KERAS,
+    multi = launch(hosts, tmp_path, "--hosts", "east,west", "--run-id", "two", *FLAGS, "--live", "--", *KERAS,
                    "--epochs", "2", "--steps-per-epoch", "10")
     assert multi.returncode == 0, multi.stderr[-3000:]
     shown = " ".join(multi.stdout.split())  # (the terminal wraps long lines)
     assert "[w1@west] epoch 2/2" in shown, "each worker's output, prefixed by index and host"
+    # --live: perfkit watch's view of the launching host's live copy, both hosts' workers in it
+    view = multi.stdout.split("two running", 1)
+    assert len(view) == 2 and "east" in view[1] and "west" in view[1], multi.stdout[-3000:]
     here = tmp_path / "here"
     assert sorted(p.name for p in here.iterdir() if not p.name.startswith(".")) == ["base", "two--east", "two--west"]
     for i, host in enumerate(("east", "west")):

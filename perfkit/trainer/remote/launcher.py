@@ -78,6 +78,8 @@ def launch_hosts(cluster: ClusterSpec, args: AgentArgs, remote: Remote, results_
         hosts = ready(sessions, events, observer, remote, args.argv[0])
         placed = with_cores(cluster, hosts)
         mirror = Mirror(results_dir, rid, placed, args.mode if args.multi else "single")
+        if mirror.path is not None:
+            observer.run_opened(mirror.path)  # --live follows the live copy
         for s in sessions:
             s.live = mirror.write
         _go(sessions, placed if args.multi else None, observer)
