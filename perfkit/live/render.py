@@ -21,8 +21,8 @@ def headline(s: Snapshot) -> str:
         return (f"{s.run_id} not updated for {s.age_s:.0f} s: run.json says running, but no worker has written "
                 f"since (its launcher stopped?)")
     parts = [f"{s.run_id} running {_secs(s.elapsed_s)}"]
-    if not s.workers:  # perfkit's --mode single writes its records when it ends
-        return parts[0] + ": no worker has written its status yet (a --mode single run writes its records at its end)"
+    if not s.workers:  # before the workers start (each writes its status as it starts)
+        return parts[0] + ": no worker has written its status yet"
     if s.epoch is not None:
         parts.append(f"epoch {s.epoch + 1}" + (f"/{s.epochs}" if s.epochs else ""))
     if s.samples_per_s is not None:
