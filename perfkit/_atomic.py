@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 # A results disk that cannot take more: said in words, the same everywhere (worker, launcher, CLI).
 _REASONS = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
@@ -41,6 +42,17 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
         if isinstance(exc, OSError) and exc.errno is not None and exc.filename != str(path):
             raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
         raise
+
+
+def read_object(path: Path) -> dict[str, Any]:
+    """A JSON object file that another process replaces as it runs (a worker's status, its heartbeat), or {}:
+    absent, not yet written, being replaced this instant on a filesystem that shows it, or not an object.
+    Its readers poll it again, so none of these is an error."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _special(path: Path) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from perfkit._atomic import atomic_write
+from perfkit._atomic import atomic_write, read_object
 from perfkit.errors import TraceNotTaken, UsageError
 from perfkit.profiler.ondemand import MAX_STEPS, REQUEST_FILE, read_request
 
@@ -38,9 +38,8 @@ def answers(run_dir: Path, rid: int) -> dict[int, dict[str, Any] | None]:
     out."""
     out: dict[int, dict[str, Any] | None] = {}
     for wdir in sorted((run_dir / "workers").glob("[0-9]*"), key=lambda p: int(p.name)):
-        try:
-            status = json.loads((wdir / "status.json").read_text())
-        except (OSError, ValueError):
+        status = read_object(wdir / "status.json")
+        if not status:
             continue
         got = (status.get("traces_now") or {}).get(str(rid))
         if got is None and status.get("state") not in ("training", "joined"):

@@ -12,7 +12,6 @@ recorded (cut, or shared with another tenant): the waiting worker then uses as l
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import deque
@@ -24,6 +23,7 @@ from typing import Any
 
 import psutil
 
+from perfkit._atomic import read_object
 from perfkit.analysis.cpu import host_budgets, worker_hosts
 from perfkit.errors import ResultsError, UsageError
 from perfkit.live.snapshot import RunState, Slowest, Snapshot, WorkerRow, WorkerState
@@ -78,7 +78,7 @@ class Watcher:
         budgets, hosts = host_budgets(meta), worker_hosts(meta)
         rows, statuses, newest = [], {}, _mtime(self.run_dir / RUN_FILE)
         for wdir in _worker_dirs(self.run_dir):
-            status, beat = _read_json(wdir / "status.json"), _read_json(wdir / HEARTBEAT_FILE)
+            status, beat = read_object(wdir / "status.json"), read_object(wdir / HEARTBEAT_FILE)
             if not status and not beat:  # nothing written yet
                 continue
             newest = max(newest, _mtime(wdir / "status.json"), _mtime(wdir / HEARTBEAT_FILE))
@@ -86,7 +86,7 @@ class Watcher:
             statuses[index] = status
             host = str(status.get("host") or hosts.get(index) or "?")
             cores = _share(budgets.get(host), hosts, host)
-            rows.append(self._row(index, host, cores, status, beat, now, wall, _read_json(wdir / PROC_FILE)))
+            rows.append(self._row(index, host, cores, status, beat, now, wall, read_object(wdir / PROC_FILE)))
         state = RunState.RUNNING if meta.status == "running" else RunState.FINISHED
         age = max(0.0, wall / 1e9 - newest)
         if state is RunState.RUNNING and age > NOT_UPDATED_S and not self._launcher_alive(meta):
@@ -227,7 +227,7 @@ def _eta(rows: tuple[WorkerRow, ...], epochs: int | None, per_epoch: int | None,
 def launcher_alive(run_dir: Path, meta: RunMeta, procs: Callable[[int], ProcInfo | None] = read_proc) -> bool:
     """Whether the run's launcher (launch.json's ``launcher_pid``; a --mode single run's trainer) is a live
     process here that started no later than the run."""
-    pid = _int(_read_json(run_dir / "launch.json").get("launcher_pid"))
+    pid = _int(read_object(run_dir / "launch.json").get("launcher_pid"))
     if pid is None and meta.mode == "single" and meta.workers:
         pid = meta.workers[0].pid
     proc = procs(pid) if pid else None
@@ -279,13 +279,6 @@ def _newest(run_dir: Path) -> float:
     return max(_mtime(p) for p in paths)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    """A JSON object file, or {} (absent, or replaced this instant)."""
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _mtime(path: Path) -> float:

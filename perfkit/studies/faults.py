@@ -17,7 +17,6 @@ the killed launcher's run ``interrupted``, saying so. Kept: the run says how it 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -26,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from perfkit._atomic import read_object
 
 FAULTS = ("stop", "sleep", "lock", "link", "disk", "kill")
 NEEDS_ROOT = ("link", "disk")
@@ -124,23 +125,15 @@ def _pair_file(root: Path) -> Path:
 
 def _training(run_dir: Path, fault: str, spec: FaultSpec) -> bool:
     """Worker 1 is where the fault goes in: training, past the step it is injected at."""
-    try:
-        beat = json.loads((run_dir / "workers" / str(VICTIM) / "heartbeat.json").read_text())
-    except (OSError, ValueError):
+    beat = read_object(run_dir / "workers" / str(VICTIM) / "heartbeat.json")
+    if not beat:
         return False
     if fault in ("sleep", "lock"):  # the script gets stuck by itself at its step
         return True
     if fault == "disk":  # a saved epoch first, so that something recorded is there to keep
-        return int(_read(run_dir / "workers" / str(VICTIM) / "status.json").get("epochs_done") or 0) >= 1
+        return int(read_object(run_dir / "workers" / str(VICTIM) / "status.json").get("epochs_done") or 0) >= 1
     step = beat.get("step")
     return int(beat.get("epoch") or 0) >= spec.at_epoch and step is not None and int(step) >= spec.at_step
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def inject(fault: str, run_dir: Path, proc: subprocess.Popen[bytes]) -> None:
@@ -149,9 +142,9 @@ def inject(fault: str, run_dir: Path, proc: subprocess.Popen[bytes]) -> None:
     elif fault == "disk":
         fill(run_dir.parent)
     elif fault == "stop":
-        os.kill(int(_read(run_dir / "workers" / str(VICTIM) / "status.json")["pid"]), signal.SIGSTOP)
+        os.kill(int(read_object(run_dir / "workers" / str(VICTIM) / "status.json")["pid"]), signal.SIGSTOP)
     elif fault == "link":
-        meta = _read(run_dir / "run.json")
+        meta = read_object(run_dir / "run.json")
         host = meta["cluster"]["hosts"][VICTIM]["name"]
         subprocess.run(["ip", "-n", meta["network"]["namespaces"][host], "link", "set", "eth0", "down"],
                        check=True, timeout=30)
@@ -186,7 +179,7 @@ def _trial(fault: str, run_dir: Path, spec: FaultSpec) -> Trial:
             os.killpg(proc.pid, signal.SIGKILL)
             _, err = proc.communicate(timeout=60)
         if fault == "kill" and t_inject is not None:  # the janitor writes the run's end after the launcher
-            while _read(run_dir / "run.json").get("status") in (None, "running") and time.monotonic() < deadline:
+            while read_object(run_dir / "run.json").get("status") in (None, "running") and time.monotonic() < deadline:
                 time.sleep(0.1)
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -222,7 +215,7 @@ def fill(disk: Path) -> None:
 
 
 def judge(fault: str, run_dir: Path, injected: bool, detect_s: float | None, code: int | None, err: str) -> Trial:
-    meta = _read(run_dir / "run.json")
+    meta = read_object(run_dir / "run.json")
     failure = meta.get("failure") or {}
     lines = [ln for ln in err.splitlines() if ln.startswith("perfkit: error:")]
     if fault == "link":

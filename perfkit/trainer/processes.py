@@ -15,7 +15,6 @@ the launcher alone decides when they stop), samples their CPU, follows their sta
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from perfkit._atomic import read_object
 from perfkit.cluster import ClusterSpec
 from perfkit.events import Observer
 from perfkit.profiler.sampler import Sampler, Target
@@ -335,10 +335,7 @@ class Launcher(FaultNaming):
         self._report_progress()
 
     def _status_file(self, index: int) -> dict[str, Any] | None:
-        try:
-            return json.loads((self.run.worker_dir(index) / "status.json").read_text())
-        except (OSError, ValueError):
-            return None
+        return read_object(self.run.worker_dir(index) / "status.json") or None
 
     def _report_progress(self) -> None:
         lead = self._lead().status

@@ -23,8 +23,8 @@ from perfkit.profiler.steps import StepLog
 from perfkit.profiler.tracewindow import CaptureTarget, finish_traces
 from perfkit.results import RunDir, new_run_id
 from perfkit.runmeta import ClusterRecord, RunMeta, WorkerRecord
-from perfkit.trainer.worker.heartbeat import HEARTBEAT_FILE, Heartbeat
-from perfkit.trainer.worker.part import Status, StatusObserver
+from perfkit.trainer.worker.heartbeat import Heartbeat
+from perfkit.trainer.worker.part import Status, StatusObserver, announce
 from perfkit.workloads import WorkloadInfo, info, preflight, prepare_workload, resolve
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,7 @@ def _live(run: RunDir, steplog: StepLog, host: str) -> tuple[Status, Heartbeat]:
     records are run.json and the tables written at the end."""
     wdir = run.worker_dir(0)
     status = Status(wdir / "status.json", 0)
-    status.write(anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns, host=host, attempt=0)
-    return status, Heartbeat(wdir / HEARTBEAT_FILE, steplog.position).start()
+    return status, announce(status, wdir, steplog, host, 0)
 
 
 def _no_save() -> None:

@@ -12,7 +12,7 @@ from typing import BinaryIO
 
 import pytest
 
-from perfkit._atomic import atomic_write, disk_refuses, is_disk_error, write_error
+from perfkit._atomic import atomic_write, disk_refuses, is_disk_error, read_object, write_error
 from perfkit.results import RESERVE_BYTES, RESERVE_FILE, RunDir
 from perfkit.runmeta import RunMeta
 from perfkit.trainer.worker.part import Status, close_part
@@ -31,6 +31,20 @@ def test_a_write_that_fills_the_disk_leaves_the_old_file_and_no_temp(tmp_path: P
     assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target), "names the file, not its temp"
     assert write_error(caught.value) == f"could not write {target}: no space left on device"
     assert target.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["steps.parquet"]
+
+
+def test_a_file_another_process_replaces_reads_as_an_object_or_nothing(tmp_path: Path) -> None:
+    """What the watcher, the launcher, the janitor and the SSH agent read while a worker writes: a status file
+    absent, half-written by a writer that did not rename, or not an object is {} (read again next poll)."""
+    status = tmp_path / "status.json"
+    assert read_object(status) == {}
+    atomic_write(status, lambda fh: fh.write(json.dumps({"state": "training", "epoch": 2}).encode()))
+    assert read_object(status) == {"state": "training", "epoch": 2}
+    status.write_text('{"state": "trai')
+    assert read_object(status) == {}
+    status.write_text("[1, 2]")
+    assert read_object(status) == {}
+    assert read_object(tmp_path) == {}  # a directory where the file should be
 
 
 def test_a_read_only_disk_is_named_so() -> None:

@@ -134,7 +134,7 @@ def test_the_janitor_finishes_the_run_when_its_launcher_goes_without_a_word(tmp_
     run = _running_run(tmp_path, {0: {"state": "training", "epochs_done": 0}})
     worker = _deaf_sleeper()
     try:
-        helper = Janitor()
+        helper = Janitor(grace_s=0.5)  # a deaf worker: SIGKILLed once its grace is over
         helper.start()
         helper.register("run", run)
         helper.register("worker", worker.pid, index=0, started=psutil.Process(worker.pid).create_time())

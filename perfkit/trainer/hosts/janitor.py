@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from perfkit._atomic import read_object
+
 if TYPE_CHECKING:
     from perfkit.runmeta import WorkerRecord
 
@@ -42,13 +44,16 @@ STOP_GRACE_S = 5.0  # for a worker to save its steps after its launcher died, be
 class Janitor:
     """The launcher's side: start the helper, register things, close (then wait for it to finish)."""
 
-    def __init__(self) -> None:
+    def __init__(self, grace_s: float = STOP_GRACE_S) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self.items: list[dict[str, Any]] = []
+        self.grace_s = grace_s
 
     def start(self) -> None:
-        # "--for PID" names the launcher it serves (in ps, and for tests that look for one run's janitor)
-        argv = [sys.executable, "-m", "perfkit.trainer.hosts.janitor", "--for", str(os.getpid())]
+        # "--for PID", last, names the launcher it serves (in ps, guard.has_janitor, tests that look for one
+        # run's janitor)
+        grace = ["--grace", repr(self.grace_s)] if self.grace_s != STOP_GRACE_S else []
+        argv = [sys.executable, "-m", "perfkit.trainer.hosts.janitor", *grace, "--for", str(os.getpid())]
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)
 
     def register(self, kind: str, value: str | Path, **extra: Any) -> None:
@@ -192,11 +197,8 @@ def mark_interrupted(run: Path, launcher: int | None, indices: list[int]) -> boo
     from perfkit.results import RUN_FILE, RunDir, release_reserve
     from perfkit.runmeta import RunMeta, fit_plan
 
-    try:
-        meta = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not isinstance(meta, dict) or meta.get("status") != "running":
+    meta = read_object(run / RUN_FILE)
+    if meta.get("status") != "running":
         return False
     try:
         typed = RunMeta.parse(meta, str(run / RUN_FILE))
@@ -231,11 +233,7 @@ def lost(states: dict[int, dict[str, Any]]) -> list[str]:
 
 
 def _status(run: Path, index: int) -> dict[str, Any]:
-    try:
-        status = json.loads((run / "workers" / str(index) / "status.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return status if isinstance(status, dict) else {}
+    return read_object(run / "workers" / str(index) / "status.json")
 
 
 def _worker_record(cluster: dict[str, Any], index: int, status: dict[str, Any]) -> WorkerRecord:
@@ -264,13 +262,14 @@ def _read_items(stream: IO[bytes]) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    launcher = int(args[1]) if len(args) == 2 and args[0] == "--for" and args[1].isdigit() else None
+    grace = float(args[1]) if len(args) == 4 and args[0] == "--grace" else STOP_GRACE_S
+    launcher = int(args[-1]) if len(args) >= 2 and args[-2] == "--for" and args[-1].isdigit() else None
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     items = _read_items(sys.stdin.buffer)
     left = []
     try:
-        finish_run(items, launcher)
+        finish_run(items, launcher, grace)
     except Exception as exc:  # noqa: BLE001 - the removal below must happen whatever went wrong here
         left.append(f"the run's record: {type(exc).__name__}: {exc}")
     left += remove(items)

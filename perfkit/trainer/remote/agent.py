@@ -29,6 +29,7 @@ from typing import IO, Any
 
 import psutil
 
+from perfkit._atomic import read_object
 from perfkit.errors import UsageError
 from perfkit.events import NullObserver
 from perfkit.trainer.worker.heartbeat import HEARTBEAT_FILE
@@ -263,7 +264,7 @@ class Relay(NullObserver):
         """One worker's status and heartbeat as written here, and its process as this host reads it."""
         from perfkit.profiler.procinfo import read_proc
 
-        status, beat = _json_object(wdir / "status.json"), _json_object(wdir / HEARTBEAT_FILE)
+        status, beat = read_object(wdir / "status.json"), read_object(wdir / HEARTBEAT_FILE)
         if not status and not beat:
             return
         pid = beat.get("pid") or status.get("pid")
@@ -288,10 +289,3 @@ class Relay(NullObserver):
             self.emit({"log": line, "worker": index})
 
 
-def _json_object(path: Path) -> dict[str, Any]:
-    """A JSON object file as written (atomically) by its worker, or {} (absent, or being replaced)."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}

@@ -14,7 +14,6 @@ read with ``sys._current_frames``, which costs microseconds, once a second.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from perfkit._atomic import read_object
 from perfkit.results import write_json
 
 log = logging.getLogger("perfkit.worker")
@@ -109,8 +109,4 @@ class Heartbeat:
 
 def read_heartbeat(worker_dir: Path) -> dict[str, Any] | None:
     """The last heartbeat a worker wrote, or None (none yet, or being replaced this instant)."""
-    try:
-        beat = json.loads((worker_dir / HEARTBEAT_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return beat if isinstance(beat, dict) else None
+    return read_object(worker_dir / HEARTBEAT_FILE) or None

@@ -156,14 +156,21 @@ def tables_saver(wdir: Path, steplog: StepLog, attempt: int) -> Callable[[], Non
 
 def open_part(status: Status, wdir: Path, steplog: StepLog, host: str, attempt: int,
               progress: Callable[[], dict[str, Any]] | None = None) -> Callable[[], None]:
-    """This worker's clock anchor and host in status.json; the saver of its step and epoch tables. The same
-    for perfkit's own worker and for a user's script under perfkit.record. ``progress``: what its heartbeat
-    reports, when more than its own step log (a ParameterServerStrategy chief: its workers' steps)."""
+    """``announce`` it; the saver of its step and epoch tables. The same for perfkit's own worker and for a
+    user's script under perfkit.record. ``progress``: what its heartbeat reports, when more than its own
+    step log (a ParameterServerStrategy chief: its workers' steps)."""
+    announce(status, wdir, steplog, host, attempt, progress)  # its heartbeat lives as long as the process
+    return tables_saver(wdir, steplog, attempt)
+
+
+def announce(status: Status, wdir: Path, steplog: StepLog, host: str, attempt: int,
+             progress: Callable[[], dict[str, Any]] | None = None) -> Heartbeat:
+    """This worker's clock anchor and host in status.json, and its heartbeat, started (returned for whoever
+    must stop it before the process ends: a --mode single run inside perfkit compare)."""
     status.write(anchor_wall_ns=steplog.anchor.wall_ns, anchor_mono_ns=steplog.anchor.mono_ns, host=host,
                  attempt=attempt)
     # What lets the launcher tell a stuck worker from the peers waiting for it (trainer/hang.py).
-    Heartbeat(wdir / HEARTBEAT_FILE, progress or steplog.position).start()
-    return tables_saver(wdir, steplog, attempt)
+    return Heartbeat(wdir / HEARTBEAT_FILE, progress or steplog.position).start()
 
 
 def close_part(status: Status, save: Callable[[], None], exc: BaseException | None) -> str:
