@@ -78,7 +78,10 @@ def perfkit_run(label: str, args: list[str], results_dir: Path, timeout: float,
 def watched_run(label: str, args: list[str], results_dir: Path, timeout: float, interval: float = 1.0) -> Training:
     """``perfkit_run`` with ``perfkit watch RUN --plain --interval INTERVAL`` attached from the moment its run
     directory appears until it finishes: the watcher's own CPU seconds (wait4) and wall time go to ``extra``
-    (``watcher_cpu_s``, ``watcher_wall_s``, ``watcher_share``: of one core)."""
+    (``watcher_cpu_s``, ``watcher_wall_s``, ``watcher_share``: of one core). Its start-up (Python, imports, a
+    first reading) is a fixed cost that a short run cannot spread: measured apart by the same command on the
+    finished run (which it reads once and leaves), it gives ``watcher_start_cpu_s`` and the share of a core
+    the watcher takes once started, ``watcher_running_share``."""
     import threading
 
     known = {p.name for p in Path(results_dir).iterdir()} if Path(results_dir).is_dir() else set()
@@ -103,6 +106,11 @@ def watched_run(label: str, args: list[str], results_dir: Path, timeout: float, 
         t.error = t.error or f"the watcher: {watch.error() if watch else 'never attached'}"
         return t
     t.extra.update(watcher_cpu_s=watch.cpu_s, watcher_wall_s=watch.wall_s, watcher_share=watch.cpu_s / watch.wall_s)
+    if t.run_dir:
+        start = run_measured([*PERFKIT, "watch", t.run_dir, "--plain"], timeout, env=env_with_repo())
+        if start.ok and start.cpu_s is not None and watch.wall_s > start.wall_s:
+            t.extra.update(watcher_start_cpu_s=start.cpu_s, watcher_start_wall_s=start.wall_s,
+                           watcher_running_share=(watch.cpu_s - start.cpu_s) / (watch.wall_s - start.wall_s))
     return t
 
 

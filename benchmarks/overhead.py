@@ -106,9 +106,12 @@ def _watched(watched: list[Training], untraced: list[Training]) -> dict[str, obj
     epochs = [t.steady_epoch_wall_s for t in untraced if t.steady_epoch_wall_s]
     noise = (max(epochs) / min(epochs) - 1) if len(epochs) > 1 else None
     share = stats(t.extra.get("watcher_share") for t in watched)
+    running = stats(t.extra.get("watcher_running_share") for t in watched)
     return {"ratio_to_untraced": ratio, "untraced_spread": noise, "watcher_share": share,
+            "watcher_start_cpu_s": stats(t.extra.get("watcher_start_cpu_s") for t in watched),
+            "watcher_running_share": running,
             "within_noise": None if noise is None or ratio["median"] is None else abs(ratio["median"] - 1) <= noise,
-            "meets_cpu": None if share["max"] is None else share["max"] <= WATCHER_CPU_MAX}
+            "meets_cpu": None if running["max"] is None else running["max"] <= WATCHER_CPU_MAX}
 
 
 def _accounted(untraced: list[Training], args: argparse.Namespace, report: Report) -> dict[str, object] | None:
@@ -191,4 +194,6 @@ def _watched_lines(w: dict[str, object] | None) -> list[str]:
     spread = f"{noise:.1%}" if isinstance(noise, float) else "unknown (one round)"
     return [f"With perfkit watch attached the steady epoch was {fmt_range(w['ratio_to_untraced'], '.3f')}x the "
             f"untraced one's (paired by round; the untraced rounds spread {spread}); the watcher used "
-            f"{fmt_range(w['watcher_share'], '.2%')} of a core (goal <= {WATCHER_CPU_MAX:.0%})."]
+            f"{fmt_range(w['watcher_share'], '.2%')} of a core over the run, of which its start-up "
+            f"{fmt_range(w['watcher_start_cpu_s'], '.2f')} CPU-seconds (measured apart, on the finished run); once "
+            f"started, {fmt_range(w['watcher_running_share'], '.2%')} of a core (goal <= {WATCHER_CPU_MAX:.0%})."]

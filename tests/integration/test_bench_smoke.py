@@ -26,6 +26,8 @@ def test_overhead_smoke(tmp_path: Path) -> None:
     # perfkit watch attached to a run: its cost to the run and its own CPU (a share of one core)
     w = r["watcher"]
     assert 0.3 < positive(w["ratio_to_untraced"]) < 5 and 0 < positive(w["watcher_share"]) < 0.5
+    # its start-up measured apart (on the finished run), and what it takes once started
+    assert 0 < positive(w["watcher_start_cpu_s"]) < 30 and isinstance(w["watcher_running_share"]["median"], float)
     assert w["meets_cpu"] in (True, False) and w["within_noise"] in (True, False, None)
     assert r["instrumented"]["runs"][0]["run_dir"]
     for arm in ("instrumented", "untraced"):
