@@ -225,9 +225,8 @@ class Relay(NullObserver):
     def ended(self, run_dir: Path) -> None:
         """How this part ended, for the launching host to weigh before it stops the others: a hang or a death
         whose cause is on another host is left for that host to name."""
-        try:
-            meta = json.loads((run_dir / "run.json").read_text())
-        except (OSError, ValueError):
+        meta = read_object(run_dir / "run.json")
+        if not meta:
             return
         from perfkit.trainer.faultnaming import is_consequence
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfkit._atomic import read_object
 from perfkit._started import begin_run
 from perfkit.cluster import ClusterSpec, HostSpec
 from perfkit.config import sanitize_id
@@ -277,8 +278,5 @@ def _why(s: Session, results_dir: Path) -> str:
 
 
 def _meta(s: Session, results_dir: Path) -> dict[str, Any]:
-    try:
-        return dict(json.loads((results_dir / s.dir_name / "run.json").read_text()))
-    except (OSError, ValueError):
-        return {}
+    return read_object(results_dir / s.dir_name / "run.json")
 
