@@ -68,24 +68,63 @@ def json_line(s: Snapshot) -> str:
 
 def view(s: Snapshot, hint: bool = True) -> Group:
     """The terminal view: the headline above a table of the workers (``hint``: how to leave, below)."""
-    t = Table(show_edge=False, pad_edge=False, header_style="bold")
-    for name, right in (("worker", False), ("host", False), ("state", False), ("epoch", True), ("step", True),
-                        ("steps/s", True), ("CPU", True), ("waiting", True), ("budget", True), ("RSS", True),
-                        ("beat", True)):
-        t.add_column(name, justify="right" if right else "left", no_wrap=True)
-    for r in s.workers:
-        slow = s.slowest is not None and s.slowest.worker == r.index
-        state = Text(r.state.value + (f" {r.where}" if r.where and r.state.alarming else ""),
-                     style="bold red" if r.state.alarming else "")
-        t.add_row(Text(f"{r.index}" + (" (slowest)" if slow else ""), style="bold yellow" if slow else ""),
-                  r.host, state, _num(None if r.epoch is None else r.epoch + 1, "d"),
-                  _num(None if r.step is None else r.step + 1, "d"), _num(r.steps_per_s, ".1f"),
-                  _num(r.cpu_percent, ".0f") + ("%" if r.cpu_percent is not None else ""),
-                  _num(r.cpu_wait_percent, ".0f") + ("%" if r.cpu_wait_percent is not None else ""), _budget(r),
-                  _num(None if r.rss_bytes is None else r.rss_bytes / 2**20, ".0f") + (" MiB" if r.rss_bytes else ""),
-                  _num(r.beat_age_s, ".0f") + (" s" if r.beat_age_s is not None else ""))
     leave = [Text("q or Ctrl-C leaves; the run goes on", style="dim")] if hint else []
-    return Group(Text(headline(s), style="bold"), t, *leave)
+    return Group(Text(headline(s), style="bold"), _Workers(s), *leave)
+
+
+# The table's columns, most needed first: a terminal too narrow for all of them drops from the end of this
+# order (the heartbeat's age first) rather than cutting every column to "…", which hides the host names
+_KEEP = ("worker", "host", "state", "step", "CPU", "waiting", "steps/s", "budget", "epoch", "RSS", "beat")
+_ORDER = ("worker", "host", "state", "epoch", "step", "steps/s", "CPU", "waiting", "budget", "RSS", "beat")
+_LEFT = {"worker", "host", "state"}
+
+
+class _Workers:
+    """One row a worker, with the columns the console's width holds (rich asks at each draw, so a resized
+    terminal gets the columns it now fits)."""
+
+    def __init__(self, s: Snapshot) -> None:
+        self.rows = [_cells(s, r) for r in s.workers]
+
+    def __rich_console__(self, console, options):  # type: ignore[no-untyped-def]
+        shown = fitted(self.rows, options.max_width)
+        t = Table(show_edge=False, pad_edge=False, header_style="bold")
+        for name in shown:
+            t.add_column(name, justify="left" if name in _LEFT else "right", no_wrap=True)
+        for row in self.rows:
+            t.add_row(*(row[name] for name in shown))
+        yield t
+
+
+def fitted(rows: list[dict[str, Text]], width: int) -> list[str]:
+    """The columns, in their display order, that fit ``width`` at their natural widths (each cell padded by
+    one and ruled off by one); the first three stay even when they alone do not fit."""
+    natural = {n: max([len(n)] + [row[n].cell_len for row in rows]) for n in _ORDER}
+    keep = list(_KEEP)
+    while len(keep) > 3 and sum(natural[n] for n in keep) + 3 * (len(keep) - 1) > width:
+        keep.pop()
+    return [n for n in _ORDER if n in keep]
+
+
+def _cells(s: Snapshot, r: WorkerRow) -> dict[str, Text]:
+    slow = s.slowest is not None and s.slowest.worker == r.index
+    state = r.state.value + (f" {r.where}" if r.where and r.state.alarming else "")
+    rss = None if r.rss_bytes is None else r.rss_bytes / 2**20
+    return {
+        "worker": Text(f"{r.index}" + (" (slowest)" if slow else ""), style="bold yellow" if slow else ""),
+        "host": Text(r.host), "state": Text(state, style="bold red" if r.state.alarming else ""),
+        "epoch": Text(_num(None if r.epoch is None else r.epoch + 1, "d")),
+        "step": Text(_num(None if r.step is None else r.step + 1, "d")),
+        "steps/s": Text(_num(r.steps_per_s, ".1f")),
+        "CPU": Text(_pct(r.cpu_percent)), "waiting": Text(_pct(r.cpu_wait_percent)), "budget": Text(_budget(r)),
+        "RSS": Text(_num(rss, ".0f") + (" MiB" if rss is not None else "")),
+        "beat": Text(_num(r.beat_age_s, ".0f") + (" s" if r.beat_age_s is not None else "")),
+    }
+
+
+def _pct(value: float | None) -> str:
+    text = _num(value, ".0f")
+    return text if text == "n/a" else text + "%"
 
 
 def _budget(r: WorkerRow) -> str:

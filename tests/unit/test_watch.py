@@ -291,3 +291,24 @@ def test_lines_for_a_log_stop_after_the_run_stays_not_updated(tmp_path: Path,
         watch_cli._lines(watcher, render.plain_line, 60.0, clock=clock, sleep=sleep)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == watch_cli.GIVE_UP_S / 60 + 1 and all("not updated for" in x for x in lines)
+
+
+@pytest.mark.parametrize("width", [60, 80, 200])
+def test_the_view_drops_whole_columns_to_fit_the_terminal_and_keeps_every_host_name(tmp_path: Path,
+                                                                                    width: int) -> None:
+    from rich.console import Console
+
+    run = _running(tmp_path, hosts=(("east-rack-04", 3.0, 1), ("west-rack-11", 1.0, 1)))
+    watcher, clock, procs = _started(run)
+    _advance(run, clock, procs, 5.0, {0: 1.5, 1: 0.98}, batches=20)
+    for i, host in enumerate(("east-rack-04", "west-rack-11")):  # the status names its host, as a worker does
+        status = run / "workers" / str(i) / "status.json"
+        status.write_text(json.dumps({**json.loads(status.read_text()), "host": host}))
+    console = Console(width=width, record=True, color_system=None)
+    console.print(render.view(watcher.poll()))
+    drawn = console.export_text()
+    header = next(line for line in drawn.splitlines() if line.startswith("worker"))
+    shown = header.replace("┃", " ").split()
+    assert "east-rack-04" in drawn and "west-rack-11" in drawn and "…" not in drawn
+    assert shown[:3] == ["worker", "host", "state"] and max(len(line) for line in drawn.splitlines()[1:]) <= width
+    assert len(shown) == 11 if width == 200 else 3 < len(shown) < 11, shown
