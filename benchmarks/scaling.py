@@ -102,7 +102,9 @@ def forecast_first(case: Case, preset: str, results: Path, timeout: float, repea
            "--results-dir", str(results), "--quiet", "--no-html", "--format", "json"]
     if case.cluster:  # the cluster itself, its unequal hosts as the model places them
         cmd += ["--forecast-cluster", str(CHECKOUT / case.cluster)]
-    proc = run_measured(cmd, timeout * repeats * (len(case.fit) + 1), env=env_with_repo())
+    # each count's runs and, a strong case, a probe of each fitted and checked count (studies/sweep.py)
+    runs = len(case.fit) + 1 + (len(case.fit) + 1 if case.scaling == "strong" else 0)
+    proc = run_measured(cmd, timeout * repeats * runs, env=env_with_repo())
     if not proc.ok:
         return {"failure": f"perfkit sweep: {proc.error()}"}
     doc = json.loads(proc.stdout)

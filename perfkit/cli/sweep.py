@@ -40,7 +40,8 @@ def sweep_command(
     forecast: Annotated[Optional[str], typer.Option(
         help="Counts to forecast, comma-separated (default: 2x and 4x the largest run). Each gets a 90% interval "
              "from the model's error on counts left out; beyond 2x the largest count, or from fewer than three "
-             "counts, it is marked not supported and gets none.", show_default=False)] = None,
+             "counts, it is marked not supported and gets none. A strong-scaling scale model runs a short probe of "
+             "one worker at each run and forecast count's share of the batch.", show_default=False)] = None,
     forecast_cluster: Annotated[Optional[Path], typer.Option(
         help="Also forecast this cluster file's hosts (unequal cores too) as perfkit run --cluster emulates them "
              "on this machine, from the workers way's model.", show_default=False)] = None,
@@ -61,6 +62,7 @@ def sweep_command(
 ) -> None:
     """Run the baseline and each count of each way (repeats interleaved), then show speedup, efficiency, the
     per-step split, CPU cost, memory per replica, sync cost per step and the forecast against workers."""
+    from perfkit.analysis.scaling.study import default_targets
     from perfkit.cluster import load_cluster
     from perfkit.errors import UsageError
     from perfkit.studies.sweep import parse_counts
@@ -76,9 +78,10 @@ def sweep_command(
         return
     if workers is None:
         raise UsageError("--workers: give the worker counts (e.g. 1,2,4), or --analyze-only SWEEP_DIR")
+    targets = (*(beyond or default_targets(parse_counts(workers))), *((hosts.num_workers,) if hosts else ()))
     sweep_dir = _run(workers, ways, repeats, scaling, cores_per_worker, preset, epochs, batch_size, train_players,
                      test_players, results_dir, label, pin, allow_unenforced, no_profile,
-                     _display(quiet, live, fmt))
+                     _display(quiet, live, fmt), targets)
     _show(sweep_dir, beyond, hosts, fmt, None if no_html else (html or sweep_dir / "report.html"))
 
 
@@ -95,7 +98,7 @@ def _display(quiet: bool, live: bool, fmt: Format) -> opt.Display:
 def _run(workers: str, ways: str, repeats: int, scaling: str, cores_per_worker: float | None, preset: str,
          epochs: int | None, batch_size: int | None, train_players: int | None, test_players: int | None,
          results_dir: Path, label: str | None, pin: bool, allow_unenforced: bool, no_profile: bool,
-         display: opt.Display) -> Path:
+         display: opt.Display, targets: tuple[int, ...]) -> Path:
     from datetime import datetime, timezone
 
     from perfkit.studies.sweep import options_for, plan, sweep
@@ -104,7 +107,8 @@ def _run(workers: str, ways: str, repeats: int, scaling: str, cores_per_worker: 
     cfg = RunConfig.from_preset(Mode.multi, preset, epochs=epochs, batch_size=batch_size, label=label,
                                 train_players=train_players, test_players=test_players,
                                 profile_steps="off" if no_profile else None)
-    p = plan(cfg, workers, repeats, scaling, cores_per_worker, ways=ways)  # every bad input: one line, nothing run
+    # every bad input: one line, nothing run; the counts to forecast are probed as the counts run
+    p = plan(cfg, workers, repeats, scaling, cores_per_worker, ways=ways, targets=targets)
     for way in p.ways:  # budgets this machine cannot enforce
         opts = options_for(p, max(p.counts), pin, allow_unenforced, way)
         if opts is not None:

@@ -12,6 +12,12 @@ the single-mode baseline), or a scale model (``--cores-per-worker C``): N emulat
 worker each, held to their budgets as ``perfkit run --cluster FILE --emulate`` holds them, against one such
 host (the one-worker point is the scale model's single machine).
 
+A strong-scaling scale model also runs **probes**: one worker on one such host at the per-worker batch of a
+count N (the global batch / N), a short run (``PROBE_STEPS`` steps an epoch, two epochs), for every count run
+and every count to be forecast: a worker's compute is not smooth in its share of the batch (a batch half as
+large can cost far more or far less than half), so the forecast measures it at each count instead of drawing
+a curve through the fitted counts (docs/scaling.md, "The model").
+
 Three ways to scale each count N (``--ways``, docs/scaling.md): ``replicas`` (``--mode single --replicas N``:
 MirroredStrategy over N logical CPU devices of this process), ``workers`` (N MultiWorkerMirrored worker
 processes) and ``ps`` (``--mode ps``: N workers, one parameter server and the chief).
@@ -23,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from perfkit.analysis.scaling.study import BASELINE, POINT, SweepRecord, SweepRun
+from perfkit.analysis.scaling.study import BASELINE, POINT, PROBE, SweepRecord, SweepRun
 from perfkit.cluster import ClusterSpec, HostSpec, check_mode
 from perfkit.config import Mode, RunConfig, sanitize_id
 from perfkit.errors import PerfkitError, RunInterrupted, UsageError
@@ -36,6 +42,9 @@ TrainRun = Callable[[RunConfig, "MultiOptions | None", str], Path]  # (config, c
 Options = Callable[[int, str], "MultiOptions | None"]  # (count, way) -> its cluster (None: in this process)
 SCALINGS = ("strong", "weak")
 WAYS = ("replicas", "workers", "ps")
+# A probe's steps an epoch: its second epoch is the steady one measured, so a few dozen steps in all, enough
+# for a mean step within a few percent where a step's own spread is about a tenth (benchmarks/measurements)
+PROBE_STEPS = 12
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,7 @@ class SweepPlan:
     scaling: str  # strong: the global batch kept (the article); weak: the per-worker batch kept
     cores_per_worker: float | None  # None: plain local workers
     ways: tuple[str, ...] = ("workers",)  # in WAYS order
+    probes: tuple[int, ...] = ()  # counts whose per-worker batch one worker is probed at (``probe_counts``)
 
     @property
     def reference(self) -> str:
@@ -59,7 +69,18 @@ class SweepPlan:
         first: list[tuple[int | None, str | None]] = [(None, None)] if self.reference == BASELINE else []
         if self.reference == POINT and "workers" not in self.ways:
             first.append((1, "workers"))
-        return first + [(n, w) for n in self.counts for w in self.ways if not (w == "replicas" and n == 1)]
+        points = [(n, w) for n in self.counts for w in self.ways if not (w == "replicas" and n == 1)]
+        return first + points + [(n, PROBE) for n in self.probes]
+
+
+def probe_counts(counts: tuple[int, ...], targets: tuple[int, ...], batch: int, scaling: str,
+                 cores_per_worker: float | None, ways: tuple[str, ...]) -> tuple[int, ...]:
+    """The counts a strong-scaling scale model probes: every count run or forecast whose share of the global
+    batch is whole (weak scaling keeps one per-worker batch; local workers share the machine, so one worker
+    alone does not run as each of them does; replicas and ps are not what the model forecasts)."""
+    if scaling != "strong" or cores_per_worker is None or "workers" not in ways:
+        return ()
+    return tuple(sorted(n for n in set(counts) | set(targets) if batch % n == 0))
 
 
 def parse_ways(text: str) -> tuple[str, ...]:
@@ -86,8 +107,9 @@ def parse_counts(text: str) -> tuple[int, ...]:
 
 
 def plan(cfg: RunConfig, counts_text: str, repeats: int, scaling: str, cores_per_worker: float | None,
-         machine_cores: float | None = None, ways: str = "workers") -> SweepPlan:
-    """The sweep's plan; every count's configuration and cluster checked now (a one-line ``UsageError``)."""
+         machine_cores: float | None = None, ways: str = "workers", targets: tuple[int, ...] = ()) -> SweepPlan:
+    """The sweep's plan; every count's configuration and cluster checked now (a one-line ``UsageError``).
+    ``targets``: the counts to be forecast (their probes are planned too)."""
     counts, chosen = parse_counts(counts_text), parse_ways(ways)
     if repeats < 1:
         raise UsageError(f"--repeats: {repeats}: must be at least 1")
@@ -105,7 +127,8 @@ def plan(cfg: RunConfig, counts_text: str, repeats: int, scaling: str, cores_per
             raise UsageError(f"--cores-per-worker: {cores_per_worker:g} x {max(counts)} workers = "
                              f"{cores_per_worker * max(counts):g} cores, more than this machine's {cores:g}")
         counts = tuple(sorted(set(counts) | {1}))  # one host of C cores: the scale model's single machine
-    p = SweepPlan(counts, repeats, scaling, cores_per_worker, chosen)
+    probes = probe_counts(counts, targets, cfg.batch_size, scaling, cores_per_worker, chosen)
+    p = SweepPlan(counts, repeats, scaling, cores_per_worker, chosen, probes)
     for n, way in p.order():
         if n is not None and way is not None:
             _check_point(cfg, p, n, way, cores)
@@ -113,7 +136,7 @@ def plan(cfg: RunConfig, counts_text: str, repeats: int, scaling: str, cores_per
 
 
 def _check_point(cfg: RunConfig, p: SweepPlan, n: int, way: str, cores: float) -> None:
-    if p.scaling == "strong" and way != "ps" and cfg.batch_size % n:
+    if p.scaling == "strong" and way not in ("ps", PROBE) and cfg.batch_size % n:
         raise UsageError(f"--workers: the global batch {cfg.batch_size} does not divide among {n} {way} (strong "
                          f"scaling keeps it); give counts that divide it, or --scaling weak")
     try:
@@ -121,8 +144,8 @@ def _check_point(cfg: RunConfig, p: SweepPlan, n: int, way: str, cores: float) -
     except UsageError as exc:
         raise UsageError(f"--scaling weak, {n} {way} (global batch {cfg.batch_size} x {n}): {exc}") from None
     if p.cores_per_worker is not None:
-        check_mode(emulated_cluster(n, p.cores_per_worker, ps=way == "ps"), "ps" if way == "ps" else "multi",
-                   cores=cores)
+        check_mode(emulated_cluster(1 if way == PROBE else n, p.cores_per_worker, ps=way == "ps"),
+                   "ps" if way == "ps" else "multi", cores=cores)
 
 
 def config_for(cfg: RunConfig, p: SweepPlan, n: int | None, way: str = "workers") -> RunConfig:
@@ -135,6 +158,10 @@ def config_for(cfg: RunConfig, p: SweepPlan, n: int | None, way: str = "workers"
         return replace(cfg, mode=Mode.single, batch_size=batch, replicas=n)
     if way == "ps":  # as perfkit run --mode ps: no trace window (each worker's steps are timed in the step)
         return replace(cfg, mode=Mode.ps, batch_size=batch, profile_steps="off")
+    if way == PROBE:  # one worker at a count's share of the batch: its step is all compute, so no trace
+        share = cfg.batch_size // n
+        return replace(cfg, mode=Mode.multi, batch_size=share, epochs=2, profile_steps="off",
+                       train_players=share * PROBE_STEPS, test_players=share)
     return replace(cfg, mode=Mode.multi, batch_size=batch)
 
 
@@ -155,6 +182,8 @@ def options_for(p: SweepPlan, n: int, pin: bool, allow_unenforced: bool, way: st
 
     if way == "replicas":
         return None
+    if way == PROBE:  # one host of the scale model, as its one-worker point
+        n, way = 1, "workers"
     mode = Mode.ps if way == "ps" else Mode.multi
     if p.cores_per_worker is None:
         opts = multi_options(ClusterFlags(workers=n, pin=pin, connect_timeout=connect_timeout,
@@ -206,8 +235,8 @@ def _what(n: int | None, way: str | None) -> str:
     if n is None or way is None:
         return "the single-machine baseline"
     s = "s" if n > 1 else ""
-    return {"replicas": f"{n} replicas in one process", "ps": f"{n} worker{s} + 1 parameter server"}.get(
-        way, f"{n} worker{s}")
+    return {"replicas": f"{n} replicas in one process", "ps": f"{n} worker{s} + 1 parameter server",
+            PROBE: f"one worker at the per-worker batch of {n} (a probe)"}.get(way, f"{n} worker{s}")
 
 
 def _one(record: SweepRecord, sweep_dir: Path, cfg: RunConfig, p: SweepPlan, n: int | None, way: str | None,
@@ -217,7 +246,8 @@ def _one(record: SweepRecord, sweep_dir: Path, cfg: RunConfig, p: SweepPlan, n: 
     c = config_for(cfg, p, n, way or "workers")
     tag = "base" if n is None else f"n{n}" if way == "workers" else f"{way}{n}"
     run_id = f"{stamp}-{c.mode.value}-sweep-r{round_}-{tag}"
-    entry = SweepRun(run_id, round_, BASELINE if n is None else POINT, 1 if n is None else n, way=way)
+    role = BASELINE if n is None else PROBE if way == PROBE else POINT
+    entry = SweepRun(run_id, round_, role, 1 if n is None else n, way=None if way == PROBE else way)
     record = record.with_run(entry)
     record.save(sweep_dir)
     try:
@@ -233,7 +263,7 @@ def _one(record: SweepRecord, sweep_dir: Path, cfg: RunConfig, p: SweepPlan, n: 
         record.save(sweep_dir)
         return record
     record = record.with_run(replace(entry, status="complete"))
-    if record.gradient_bytes is None:
+    if record.gradient_bytes is None and role != PROBE:
         record = replace(record, gradient_bytes=_gradient_bytes(path))
     record.save(sweep_dir)
     return record

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.analysis.scaling.study import BASELINE, POINT, SweepRecord, SweepRun, load_sweep
+from perfkit.analysis.scaling.study import BASELINE, POINT, PROBE, SweepRecord, SweepRun, load_sweep
 from perfkit.config import Mode, RunConfig
 from perfkit.errors import ResultsError, RunFailed, UsageError
-from perfkit.studies.sweep import config_for, emulated_cluster, parse_counts, plan, sweep
+from perfkit.studies.sweep import PROBE_STEPS, config_for, emulated_cluster, options_for, parse_counts, plan, sweep
 
 
 def _cfg(**kw: object) -> RunConfig:
@@ -59,6 +59,26 @@ def test_strong_keeps_the_global_batch_weak_the_per_worker_batch() -> None:
     assert config_for(cfg, strong, 2).batch_size == cfg.batch_size
     assert config_for(cfg, weak, 2).batch_size == 2 * cfg.batch_size
     assert config_for(cfg, strong, None).mode is Mode.single and config_for(cfg, strong, 2).mode is Mode.multi
+
+
+def test_a_strong_scale_model_probes_one_worker_at_each_run_and_forecast_counts_share(tmp_path: Path) -> None:
+    cfg = _cfg()  # batch 256
+    p = plan(cfg, "2,4", 1, "strong", 0.25, machine_cores=2.0, targets=(8, 16, 3))
+    assert p.probes == (1, 2, 4, 8, 16)  # 3 does not divide 256: no probe, its forecast says so
+    assert p.order()[-5:] == [(n, PROBE) for n in (1, 2, 4, 8, 16)]
+    probe = config_for(cfg, p, 8, PROBE)
+    assert (probe.mode, probe.batch_size, probe.epochs, probe.profile_steps) == (Mode.multi, 32, 2, "off")
+    assert (probe.train_players, probe.test_players) == (32 * PROBE_STEPS, 32)
+    assert options_for(p, 8, True, False, PROBE).cluster.num_workers == 1  # one host of the scale model
+    for other in (plan(cfg, "1,2", 1, "weak", 0.25, machine_cores=2.0, targets=(4,)),
+                  plan(cfg, "1,2", 1, "strong", None, targets=(4,))):
+        assert other.probes == ()  # weak: one per-worker batch; local workers: one alone is not as each runs
+    train = _FakeTrain(tmp_path)
+    d = sweep(cfg, plan(cfg, "1,2", 1, "strong", 0.5, machine_cores=2.0, targets=(4,)), tmp_path, train,
+              lambda n, way: options_for(p, n, True, False, way), lambda s: None, "T9")
+    assert [(c[0].rsplit("-", 1)[1], c[2], c[3]) for c in train.calls] == [
+        ("n1", 256, 1), ("n2", 256, 2), ("probe1", 256, 1), ("probe2", 128, 1), ("probe4", 64, 1)]
+    assert [(r.role, r.workers, r.way) for r in load_sweep(d).runs][2:] == [(PROBE, n, None) for n in (1, 2, 4)]
 
 
 def test_bad_input_through_the_cli_runs_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from perfkit.analysis.scaling.forecast import forecast, leave_one_out
 from perfkit.analysis.scaling.model import Machine, StepModel, fit, lstsq
-from perfkit.analysis.scaling.study import BASELINE, POINT, RUN_COLUMNS, ScalingStudy, SweepRecord, point_table
+from perfkit.analysis.scaling.study import BASELINE, POINT, PROBE, RUN_COLUMNS, ScalingStudy, SweepRecord, point_table
 
 MACHINE = Machine(cores_per_worker=0.25, machine_cores=2.0, other_cores=0.2)
 TRUE = StepModel(c0=0.01, c1=0.25, lam=0.02, omega=0.003, v0=0.3, v1=0.5, strong=True, machine=MACHINE,
@@ -77,6 +77,37 @@ def test_the_fit_recovers_a_model_and_predicts_beyond() -> None:
     assert row8["steady_epoch_s"] == pytest.approx(TRUE.epoch(8, SAMPLES // BATCH), rel=1e-6) and row8["supported"]
     assert row16["steady_epoch_s"] == pytest.approx(TRUE.epoch(16, SAMPLES // BATCH), rel=1e-6)
     assert set(terms["formula"]) >= {"c0", "c1 * x", "lam * log2(N)", "omega * sqrt(2 ln N)", "C", "M", "L", "loo"}
+
+
+# A worker's compute as measured on the 2-core machine: not smooth in its share of the batch (core-seconds a
+# step of one worker at the batch share of N workers), and a part each of several workers pays beside it
+ROUGH = StepModel(c0=0.0, c1=0.0, lam=0.02, omega=0.003, v0=0.3, v1=0.5, strong=True, machine=MACHINE, val_steps=4,
+                  probes=((1, 0.235), (2, 0.125), (4, 0.092), (8, 0.038), (16, 0.02)), extra=0.02)
+
+
+def _with_probes(runs: pd.DataFrame, model: StepModel, counts: tuple[int, ...]) -> pd.DataFrame:
+    """The runs and, for each of ``counts`` and round, a probe: one worker at the count's share, its step
+    all compute (seconds on one host's cores)."""
+    probes = [{"run_id": f"r{r}p{n}", "round": r, "role": PROBE, "workers": n, "global_batch": BATCH // n,
+               "per_worker_batch": BATCH // n, "clean_step_s": dict(model.probes)[n] / MACHINE.cores(1)}
+              for r in (1, 2) for n in counts]
+    return pd.concat([runs, pd.DataFrame(probes, columns=RUN_COLUMNS)], ignore_index=True)
+
+
+def test_probes_forecast_a_compute_that_no_line_through_the_fitted_counts_reaches() -> None:
+    runs = _runs(ROUGH, (1, 2, 4, 8))
+    fitted = runs[runs["workers"] < 8]
+    line, _, _ = forecast(fitted, _record(), [8])
+    assert abs(line.iloc[0]["steady_epoch_s"] / ROUGH.epoch(8, SAMPLES // BATCH) - 1) > 0.1  # the line misses
+    fc, terms, _ = forecast(_with_probes(fitted, ROUGH, (1, 2, 4, 8)), _record(), [8, 16])
+    row8, row16 = (fc.set_index("workers").loc[n] for n in (8, 16))
+    assert row8["steady_epoch_s"] == pytest.approx(ROUGH.epoch(8, SAMPLES // BATCH), rel=1e-6) and row8["supported"]
+    assert row8["epoch_hi_s"] == pytest.approx(row8["epoch_lo_s"], rel=1e-6)  # every count left out: exact
+    assert not row16["supported"] and "no probe ran" in row16["support_note"] and "--forecast 16" in \
+        row16["support_note"]
+    by = terms.set_index("formula")["value"]
+    assert by["e"] == pytest.approx(0.02) and by["P(8)"] == pytest.approx(0.038) and "P(16)" not in by
+    assert (terms["formula"] == "loo").sum() == 3 and terms.loc[terms["formula"] == "loo", "value"].abs().max() < 1e-9
 
 
 def test_beyond_twice_the_largest_count_has_no_interval_and_says_why() -> None:

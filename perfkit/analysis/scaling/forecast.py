@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit.analysis.scaling.model import Machine, StepModel, fit, machine_of
+from perfkit.analysis.scaling.roles import POINT, PROBE, WORKERS
 from perfkit.cluster import ClusterSpec
 
 FORECAST_COLUMNS = ["workers", "hosts", "measured", "steps", "step_s", "compute_s", "transfer_s", "wait_s", "val_s",
@@ -56,7 +57,7 @@ def forecast(runs: pd.DataFrame, record: Any, targets: Sequence[int], hosts: Clu
     of the fitted model, and notes."""
     points = fit_points(workers_way(runs))
     strong, notes = record.scaling == "strong", []
-    fitted = _fitter(strong, record.cores_per_worker, _val_steps(points, strong))
+    fitted = _fitter(strong, record.cores_per_worker, _val_steps(points, strong), probe_runs(runs))
     model = fitted(points) if not points.empty else None
     if model is None:
         return (pd.DataFrame(columns=FORECAST_COLUMNS), pd.DataFrame(columns=TERM_COLUMNS),
@@ -79,8 +80,17 @@ def workers_way(runs: pd.DataFrame) -> pd.DataFrame:
     all-reduce among worker processes is theirs; replicas in one process and ps are not modelled."""
     if runs.empty:
         return runs
-    way = runs["way"] if "way" in runs else pd.Series("workers", index=runs.index)
-    return runs[(runs["role"] == "workers") & (way.isna() | (way == "workers"))]
+    way = runs["way"] if "way" in runs else pd.Series(WORKERS, index=runs.index)
+    return runs[(runs["role"] == POINT) & (way.isna() | (way == WORKERS))]
+
+
+def probe_runs(runs: pd.DataFrame) -> pd.DataFrame | None:
+    """The sweep's probes (one worker at a count's per-worker batch: ``studies/sweep.py``), None if it ran
+    none (weak scaling, local workers, a sweep recorded before probes)."""
+    if runs.empty or "role" not in runs:
+        return None
+    probes = runs[runs["role"] == PROBE]
+    return probes if not probes.empty else None
 
 
 def fit_points(runs: pd.DataFrame) -> pd.DataFrame:
@@ -98,9 +108,12 @@ def fit_points(runs: pd.DataFrame) -> pd.DataFrame:
     return p
 
 
-def _fitter(strong: bool, cores_per_worker: float | None, val_steps: int) -> Any:
+def _fitter(strong: bool, cores_per_worker: float | None, val_steps: int,
+            probes: pd.DataFrame | None = None) -> Any:
+    """The fit of the model to some of the points (all, or all but one count); the probes are measured at
+    every count, so a count left out keeps its own (as a forecast count has its probe before it is run)."""
     def fitted(points: pd.DataFrame) -> StepModel | None:
-        return fit(points, strong, machine_of(points, cores_per_worker), val_steps)
+        return fit(points, strong, machine_of(points, cores_per_worker), val_steps, probes)
     return fitted
 
 
@@ -144,7 +157,10 @@ def _sigma(held: pd.DataFrame, points: pd.DataFrame) -> tuple[float, float]:
     return float(math.sqrt(np.mean(logs ** 2) + spread ** 2)), spread
 
 
-def _support(n: int, counts: list[int], sigma: float) -> tuple[bool, str]:
+def _support(n: int, counts: list[int], sigma: float, model: StepModel) -> tuple[bool, str]:
+    if model.probes and not model.probed(n):
+        return False, (f"no probe ran at this count's share of the batch: its compute is the line through the "
+                       f"fitted counts, which no count left out tested (run the sweep with --forecast {n})")
     if len(counts) < 3 or not sigma == sigma:
         return False, "fewer than three counts run: no count left out to test the model"
     if n > REACH * max(counts):
@@ -185,7 +201,7 @@ def _row(model: StepModel, sigma: float, k: int, points: pd.DataFrame, n: int, r
     steps = _steps(points, record, n)
     cores = worker_cores(model, hosts) if hosts is not None else None
     epoch = model.epoch(n, steps, cores)
-    supported, why = _support(n, counts, sigma) if hosts is None else (False, UNEQUAL)
+    supported, why = _support(n, counts, sigma, model) if hosts is None else (False, UNEQUAL)
     half = T90.get(k - 1, Z90) * sigma if supported else math.nan
     lo, hi = epoch * math.exp(-half), epoch * math.exp(half)
     own = points[points["workers"] == n] if hosts is None else points.iloc[0:0]
@@ -220,8 +236,13 @@ def term_table(model: StepModel, held: pd.DataFrame, sigma: float, spread: float
     """The fitted model, one row per term, the measured facts it was given, and its errors out of sample."""
     m: Machine = model.machine
     x = "1/N" if model.strong else "1"
-    rows = [
-        ("compute, paid by every worker whatever its share", "c0", model.c0, "core-s"),
+    rows = [(f"compute of one worker at the batch share of {n} workers (measured: the probes)", f"P({n})", v,
+             "core-s") for n, v in model.probes]
+    rows += [("compute each of several workers spends beside its probe's (fitted)", "e", model.extra, "core-s")
+             ] if model.probes else []
+    rows += [
+        ("compute, paid by every worker whatever its share" + (" (counts without a probe)" if model.probes else ""),
+         "c0", model.c0, "core-s"),
         (f"compute of the worker's share of the batch (x = {x})", "c1 * x", model.c1, "core-s"),
         ("exposed all-reduce per doubling of the workers", "lam * log2(N)", model.lam, "core-s"),
         ("wait for the slowest worker", "omega * sqrt(2 ln N)", model.omega, "core-s"),

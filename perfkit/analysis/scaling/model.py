@@ -7,15 +7,27 @@ cores a worker's step runs on:
                                                    shared out when the workers' budgets and the rest of the
                                                    machine's load (L) need more than its M cores
               = (M - L) / N                        local workers: the machine's cores, shared
-    step(N)   = [ c0 + c1 * x                      compute: the worker's share of the batch, and a part
-                                                   each process pays whatever its share (runtime and
-                                                   polling threads, the recorder, gRPC)
+    step(N)   = [ K(N)                             compute (below)
                 + lam * log2(N)                    the exposed all-reduce: a cost per doubling of the group
                 + omega * sqrt(2 ln N) ] / A(N)    waiting for the slowest of N (expected maximum)
     val(N)    = [ v0 + v1 / N + V(N) * lam * log2(N) ] / A(N)   validation: a fixed part, each worker's
                                                    share of the validation set (1/N, strong or weak), and its
                                                    V(N) steps' own collectives at the training's latency
     epoch(N)  = steps(N) * step(N) + val(N)
+
+    K(N)      = P(N) + e * [N > 1]                 a strong-scaling scale model with probes: P(N), one
+                                                   worker's step at N's per-worker batch, measured (the
+                                                   sweep's probes), and e, what each of several worker
+                                                   processes spends beside it (gRPC, the collective
+                                                   executor's threads), fitted on the counts above one
+              = c0 + c1 * x                        otherwise: the worker's share of the batch, and a part
+                                                   each process pays whatever its share
+
+Why probes: a worker's compute is not smooth in its share of the batch (on a 2-core machine one worker's
+step at batches of 128, 256, 512 and 1024 rose 2.4x from 128 to 256 and 1.4x from 256 to 512), so no line
+through the fitted counts' batches reaches a larger count's, and the forecasts of the third calibration
+were 18-35% slow where the compute alone was 34-70% over (benchmarks/measurements). A probe measures it
+instead: a few dozen steps of one worker, at each count run and forecast.
 
 Hosts of unequal cores (a cluster file: worker i on A_i cores, its host's budget shared by its workers) are
 the same terms where each one runs: the compute and the validation's own work on the slowest worker's cores
@@ -38,7 +50,8 @@ training windows, mean). A worker's whole budget counts as demand, not its mean 
 synchronous workers compute at the same moments and exchange at the same moments, so while they compute
 they ask for all of it together. Fitted: each term to its own measured column, least squares, every
 coefficient >= 0, fewer per column than the counts it is fitted to (compute and validation two, on every
-count; all-reduce and wait one each, on the counts above one).
+count; all-reduce, wait and e one each, on the counts above one). P(N) is measured: the probes' clean
+step in core-seconds (on A(1), one host of the scale model), the mean of their repeats.
 """
 
 from __future__ import annotations
@@ -93,6 +106,16 @@ class StepModel:
     strong: bool
     machine: Machine
     val_steps: int = 0  # V at one worker's batch: strong scaling keeps it, weak divides it by N
+    probes: tuple[tuple[int, float], ...] = ()  # (N, P(N) core-s): one worker measured at N's share
+    extra: float = 0.0  # e, core-s
+
+    def probed(self, n: int) -> bool:
+        return any(k == n for k, _ in self.probes)
+
+    def compute(self, n: int) -> float:
+        """K(n), core-seconds a step: from the probe at ``n`` where one ran, else the fitted line."""
+        p = next((v for k, v in self.probes if k == n), None)
+        return p + (self.extra if n > 1 else 0.0) if p is not None else self.c0 + self.c1 * self.x(n)
 
     def v_steps(self, n: int) -> int:
         return self.val_steps if self.strong else max(1, math.ceil(self.val_steps / n))
@@ -105,7 +128,7 @@ class StepModel:
         a = tuple(cores) if cores is not None else self.machine.placement(n)
         slow, ring = min(a), float(np.mean([1 / c for c in a]))
         tied = sum(1 for c in a if c <= slow * (1 + TIED))
-        return {"compute_s": (self.c0 + self.c1 * self.x(n)) / slow, "transfer_s": self.lam * math.log2(n) * ring,
+        return {"compute_s": self.compute(n) / slow, "transfer_s": self.lam * math.log2(n) * ring,
                 "wait_s": self.omega * math.sqrt(2 * math.log(tied)) / slow if tied > 1 else 0.0}
 
     def val(self, n: int, cores: Sequence[float] | None = None) -> float:
@@ -145,9 +168,10 @@ def machine_of(points: pd.DataFrame, cores_per_worker: float | None) -> Machine:
     return Machine(cores_per_worker, machine, float(other.mean()) if len(other) else 0.0)
 
 
-def fit(points: pd.DataFrame, strong: bool, machine: Machine, val_steps: int = 0) -> StepModel | None:
-    """The model fitted to ``points`` (runs with clean_step_s and the split's shares); None when they hold
-    fewer than two counts with a compute term."""
+def fit(points: pd.DataFrame, strong: bool, machine: Machine, val_steps: int = 0,
+        probes: pd.DataFrame | None = None) -> StepModel | None:
+    """The model fitted to ``points`` (runs with clean_step_s and the split's shares) and the ``probes``
+    (runs with workers and clean_step_s); None when they hold fewer than two counts with a compute term."""
     p = points[np.isfinite(points["fit_compute_s"].astype(float))]
     if p["workers"].nunique() < 2:
         return None
@@ -168,5 +192,23 @@ def fit(points: pd.DataFrame, strong: bool, machine: Machine, val_steps: int = 0
     steps_v = v["val_steps"].astype(float).fillna(0).to_numpy() if "val_steps" in v else np.zeros_like(nv)
     own = core_s(v, "clean_val_s") - steps_v * lam * np.log2(nv)  # its collectives, at the training's latency
     v0, v1 = lstsq(np.column_stack([np.ones_like(nv), 1 / nv]), own, nonneg=(0, 1)) if len(v) else (0.0, 0.0)
+    probed = _probed(probes, machine)
     return StepModel(*(float(c) for c in (c0, c1, lam, omega, v0, v1)), strong=strong, machine=machine,
-                     val_steps=val_steps)
+                     val_steps=val_steps, probes=probed, extra=_extra(p, probed, core_s(p, "fit_compute_s")))
+
+
+def _probed(probes: pd.DataFrame | None, machine: Machine) -> tuple[tuple[int, float], ...]:
+    """(N, P(N)): the mean clean step of the probes at N's share, in core-seconds on one host's cores."""
+    if probes is None or probes.empty:
+        return ()
+    step = probes["clean_step_s"].astype(float)
+    mean = step[np.isfinite(step)].groupby(probes["workers"].astype(int)).mean()
+    return tuple((int(n), float(v) * machine.cores(1)) for n, v in mean.items())
+
+
+def _extra(p: pd.DataFrame, probed: tuple[tuple[int, float], ...], compute: np.ndarray) -> float:
+    """e: what the runs above one worker computed beyond their count's probe (least squares: the mean), >= 0;
+    0 where none of them has a probe."""
+    known = dict(probed)
+    above = [(c - known[int(n)]) for n, c in zip(p["workers"], compute) if int(n) > 1 and int(n) in known]
+    return float(lstsq(np.ones((len(above), 1)), np.array(above), nonneg=(0,))[0]) if above else 0.0

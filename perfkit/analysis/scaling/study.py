@@ -35,14 +35,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfkit.analysis.scaling.roles import BASELINE, POINT, PROBE, WORKERS
 from perfkit.cluster import ClusterSpec
 from perfkit.errors import ResultsError
 from perfkit.results import RunRecord, load_meta, write_json
 
 SWEEP_FILE = "sweep.json"
-BASELINE = "baseline"  # a run's role: the single-mode baseline
-POINT = "workers"  # a run's role: one count (of replicas, workers or ps workers: its ``way``)
-WORKERS = "workers"  # the way of a sweep recorded before --ways: N MultiWorkerMirrored worker processes
 RUN_COLUMNS = ["run_id", "round", "role", "way", "workers", "global_batch", "per_worker_batch", "steps",
                "steady_epoch_s", "train_s", "val_s", "epoch_samples", "step_s", "compute_s", "transfer_s", "wait_s",
                "input_s", "split_source", "cpu_s_per_1k_samples", "rss_peak_max_bytes", "replicas_per_process",
@@ -61,8 +59,8 @@ class SweepRun:
 
     run_id: str
     round: int  # 1-based
-    role: str  # BASELINE or POINT
-    workers: int
+    role: str  # BASELINE, POINT or PROBE
+    workers: int  # a probe: the count whose per-worker batch its one worker ran
     status: str = "running"  # running | complete | failed | interrupted
     error: str | None = None
     way: str | None = None  # replicas | workers | ps; None: the baseline, or a sweep recorded before --ways
@@ -154,7 +152,7 @@ def study(sweep_dir: Path, beyond: Sequence[int] | None = None, hosts: ClusterSp
     points = point_table(runs, record)
     done = _done(runs)
     workers = sorted(n for n, w in done if w == WORKERS)
-    targets = sorted(set(workers) | set(beyond or ([2 * max(workers), 4 * max(workers)] if workers else [])))
+    targets = sorted(set(workers) | set(beyond or (default_targets(workers) if workers else [])))
     fc, terms, fc_notes = forecast(runs, record, targets, hosts)
     status = record.status if record.status != "running" else "running (or cut short)"
     missing = [f"{n} {w}" for n in record.counts for w in record.ways
@@ -162,6 +160,11 @@ def study(sweep_dir: Path, beyond: Sequence[int] | None = None, hosts: ClusterSp
     if missing:
         notes.append(f"partial curve: sweep {status}; no complete run for {', '.join(missing)}")
     return ScalingStudy(record, runs, points, fc, terms, tuple(notes + way_notes(record.ways) + fc_notes))
+
+
+def default_targets(counts: Sequence[int]) -> tuple[int, ...]:
+    """The counts forecast where none are named: twice and four times the largest count run."""
+    return 2 * max(counts), 4 * max(counts)
 
 
 def _done(runs: pd.DataFrame) -> set[tuple[int, str]]:
@@ -182,13 +185,15 @@ def run_table(record: SweepRecord, results_dir: Path) -> tuple[pd.DataFrame, lis
     notes: list[str] = []
     done = [r for r in record.runs if r.status == "complete" and (results_dir / r.run_id).is_dir()]
     failed = [r for r in record.runs if r.status in ("failed", "interrupted")]
-    notes += [f"{r.run_id} ({r.workers} {r.kind}, round {r.round}) {r.status}: {r.error or 'no reason recorded'}"
+    notes += [f"{r.run_id} ({_what(r)}, round {r.round}) {r.status}: {r.error or 'no reason recorded'}"
               for r in failed]
     if not done:
         return pd.DataFrame(columns=RUN_COLUMNS), notes + ["no complete run in the sweep yet"]
+    probes, done = [r for r in done if r.role == PROBE], [r for r in done if r.role != PROBE]
     refs = [r for r in done if _is_reference(r, record)]
     a = analyze([results_dir / r.run_id for r in done], results_dir, refs[0].run_id if refs else None)
     rows = [_run_row(r, a, results_dir) for r in done if r.run_id in set(a.runs["run_id"])]
+    rows += [_probe_row(r, results_dir) for r in probes]
     left = [r.run_id for r in done if r.run_id not in set(a.runs["run_id"])]
     if left:
         notes.append(f"left out by the analysis: {', '.join(left)}")
@@ -197,7 +202,12 @@ def run_table(record: SweepRecord, results_dir: Path) -> tuple[pd.DataFrame, lis
     if not refs:
         notes.append("no complete reference run: speedups are unknown")
     runs["speedup"] = runs["rate"] / ref_rate if refs else math.nan
+    runs.loc[runs["role"] == PROBE, "speedup"] = math.nan  # one worker on a share of the batch: no speedup
     return runs, notes
+
+
+def _what(run: SweepRun) -> str:
+    return f"a probe at the batch of {run.workers}" if run.role == PROBE else f"{run.workers} {run.kind}"
 
 
 def _is_reference(run: SweepRun, record: SweepRecord) -> bool:
@@ -235,6 +245,23 @@ def _run_row(run: SweepRun, a: Any, results_dir: Path) -> dict[str, Any]:
             "clean_step_s": clean.step_s, "clean_step_cv": clean.step_cv, "clean_val_s": clean.val_s,
             "val_steps": plan.validation_steps, "machine_cores": clean.machine_cores,
             "worker_cores": clean.worker_cores, "other_cores": clean.other_cores}
+
+
+def _probe_row(run: SweepRun, results_dir: Path) -> dict[str, Any]:
+    """A probe's row: its clean step and machine, what the forecast takes from it. Not analysed beside the
+    points: its data is a few dozen batches of its own, which ``analyze`` rightly keeps out of a comparison."""
+    from perfkit.analysis.scaling.measure import steady_run
+
+    record = RunRecord.load(results_dir / run.run_id)
+    gb = int((record.run.config or {}).get("batch_size") or 0)
+    clean = steady_run(record)
+    return {**{c: math.nan for c in RUN_COLUMNS}, "run_id": run.run_id, "round": run.round, "role": PROBE,
+            "way": None, "workers": run.workers, "global_batch": gb, "per_worker_batch": gb,
+            "steps": record.run.plan().steps_per_epoch or math.nan, "step_s": clean.step_s,
+            "compute_s": clean.step_s, "transfer_s": 0.0, "wait_s": 0.0, "split_source": None,
+            "clean_step_s": clean.step_s, "clean_step_cv": clean.step_cv, "clean_val_s": clean.val_s,
+            "machine_cores": clean.machine_cores, "worker_cores": clean.worker_cores,
+            "other_cores": clean.other_cores}
 
 
 def _split(a: Any, run: SweepRun, step_s: float) -> dict[str, Any]:
