@@ -42,8 +42,9 @@ TrainRun = Callable[[RunConfig, "MultiOptions | None", str], Path]  # (config, c
 Options = Callable[[int, str], "MultiOptions | None"]  # (count, way) -> its cluster (None: in this process)
 SCALINGS = ("strong", "weak")
 WAYS = ("replicas", "workers", "ps")
-# A probe's steps an epoch: its second epoch is the steady one measured, so a few dozen steps in all, enough
-# for a mean step within a few percent where a step's own spread is about a tenth (benchmarks/measurements)
+# A probe's steps an epoch: its second epoch is the steady one measured (the first builds the graph), so a
+# few dozen steps in all; the mean of 12 is within sd/sqrt(12) of the probe's pace, its spread (clean_step_cv
+# of the sweep's runs) a few hundredths of a step as measured (benchmarks/measurements)
 PROBE_STEPS = 12
 
 
