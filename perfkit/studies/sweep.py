@@ -43,8 +43,8 @@ Options = Callable[[int, str], "MultiOptions | None"]  # (count, way) -> its clu
 SCALINGS = ("strong", "weak")
 WAYS = ("replicas", "workers", "ps")
 # A probe's steps an epoch: its second epoch is the steady one measured (the first builds the graph), so a
-# few dozen steps in all; the mean of 12 is within sd/sqrt(12) of the probe's pace, its spread (clean_step_cv
-# of the sweep's runs) a few hundredths of a step as measured (benchmarks/measurements)
+# few dozen steps in all; the mean of 12 is within sd/sqrt(12) of the probe's pace, where a step's spread
+# (clean_step_cv of the sweep's runs) was 2-15% of a step as measured (benchmarks/measurements)
 PROBE_STEPS = 12
 
 
