@@ -23,11 +23,11 @@ cores a worker's step runs on:
               = c0 + c1 * x                        otherwise: the worker's share of the batch, and a part
                                                    each process pays whatever its share
 
-Why probes: a worker's compute is not smooth in its share of the batch (on a 2-core machine one worker's
-step at batches of 128, 256, 512 and 1024 rose 2.4x from 128 to 256 and 1.4x from 256 to 512), so no line
-through the fitted counts' batches reaches a larger count's, and the forecasts of the third calibration
-were 18-35% slow where the compute alone was 34-70% over (benchmarks/measurements). A probe measures it
-instead: a few dozen steps of one worker, at each count run and forecast.
+Why probes: a worker's compute need not be smooth in its share of the batch (halving the batch can cost
+far more or far less than half as much), so a line through the fitted counts' batches can miss a larger
+count's by much more than the rest of the model does; the compute was the term that missed out of sample
+(benchmarks/measurements). A probe measures it instead: a few dozen steps of one worker, at each count
+run and forecast.
 
 Hosts of unequal cores (a cluster file: worker i on A_i cores, its host's budget shared by its workers) are
 the same terms where each one runs: the compute and the validation's own work on the slowest worker's cores
