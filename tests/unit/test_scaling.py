@@ -147,3 +147,17 @@ def test_the_record_round_trips_and_replaces_a_run(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "sweep.json").read_text())["counts"] == [1, 2]
     with pytest.raises(ResultsError, match="not a sweep directory"):
         load_sweep(tmp_path / "nothing")
+
+
+def test_an_unreadable_probe_is_named_and_left_out(tmp_path: Path) -> None:
+    from perfkit.analysis.scaling.study import _probe_rows, run_table
+
+    (tmp_path / "T-probe2").mkdir()
+    (tmp_path / "T-probe2" / "run.json").write_text("{not json")
+    record = SweepRecord("sweep-T", (1, 2), 1, "strong", 0.5, "tiny", 256, POINT, "2026-01-01T00:00:00Z",
+                         runs=(SweepRun("T-probe2", 1, PROBE, 2, status="complete"),))
+    runs, notes = run_table(record, tmp_path)
+    assert runs.empty and notes == ["no complete run in the sweep yet"]  # probes alone are no curve
+    said: list[str] = []
+    assert _probe_rows(list(record.runs), tmp_path, said) == []
+    assert len(said) == 1 and said[0].startswith("T-probe2 (a probe at the batch of 2) left out: ")

@@ -37,7 +37,7 @@ import pandas as pd
 
 from perfkit.analysis.scaling.roles import BASELINE, POINT, PROBE, WORKERS
 from perfkit.cluster import ClusterSpec
-from perfkit.errors import ResultsError
+from perfkit.errors import PerfkitError, ResultsError
 from perfkit.results import RunRecord, load_meta, write_json
 
 SWEEP_FILE = "sweep.json"
@@ -187,13 +187,13 @@ def run_table(record: SweepRecord, results_dir: Path) -> tuple[pd.DataFrame, lis
     failed = [r for r in record.runs if r.status in ("failed", "interrupted")]
     notes += [f"{r.run_id} ({_what(r)}, round {r.round}) {r.status}: {r.error or 'no reason recorded'}"
               for r in failed]
-    if not done:
-        return pd.DataFrame(columns=RUN_COLUMNS), notes + ["no complete run in the sweep yet"]
     probes, done = [r for r in done if r.role == PROBE], [r for r in done if r.role != PROBE]
+    if not done:  # probes alone are no curve
+        return pd.DataFrame(columns=RUN_COLUMNS), notes + ["no complete run in the sweep yet"]
     refs = [r for r in done if _is_reference(r, record)]
     a = analyze([results_dir / r.run_id for r in done], results_dir, refs[0].run_id if refs else None)
     rows = [_run_row(r, a, results_dir) for r in done if r.run_id in set(a.runs["run_id"])]
-    rows += [_probe_row(r, results_dir) for r in probes]
+    rows += _probe_rows(probes, results_dir, notes)
     left = [r.run_id for r in done if r.run_id not in set(a.runs["run_id"])]
     if left:
         notes.append(f"left out by the analysis: {', '.join(left)}")
@@ -245,6 +245,16 @@ def _run_row(run: SweepRun, a: Any, results_dir: Path) -> dict[str, Any]:
             "clean_step_s": clean.step_s, "clean_step_cv": clean.step_cv, "clean_val_s": clean.val_s,
             "val_steps": plan.validation_steps, "machine_cores": clean.machine_cores,
             "worker_cores": clean.worker_cores, "other_cores": clean.other_cores}
+
+
+def _probe_rows(probes: list[SweepRun], results_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for r in probes:
+        try:
+            rows.append(_probe_row(r, results_dir))
+        except PerfkitError as exc:  # an unreadable probe: said, and its count forecast as without one
+            notes.append(f"{r.run_id} ({_what(r)}) left out: {str(exc).splitlines()[0]}")
+    return rows
 
 
 def _probe_row(run: SweepRun, results_dir: Path) -> dict[str, Any]:
