@@ -50,7 +50,7 @@ def _slowest(s: Snapshot) -> str:
 def worker_text(r: WorkerRow) -> str:
     at = f"e{r.epoch + 1}" if r.epoch is not None else "e-"
     at += f" s{r.step + 1}" if r.step is not None else ""
-    state = r.state.value + (f" {r.where}" if r.where and r.state.alarming else "")
+    state = _state(r)
     return (f"w{r.index} {r.host} {state} {at} {_num(r.steps_per_s, '.1f')} st/s cpu "
             f"{_num(r.cpu_percent, '.0f')}%+{_num(r.cpu_wait_percent, '.0f')}% waiting/{_budget(r)}")
 
@@ -108,7 +108,7 @@ def fitted(rows: list[dict[str, Text]], width: int) -> list[str]:
 
 def _cells(s: Snapshot, r: WorkerRow) -> dict[str, Text]:
     slow = s.slowest is not None and s.slowest.worker == r.index
-    state = r.state.value + (f" {r.where}" if r.where and r.state.alarming else "")
+    state = _state(r)
     rss = None if r.rss_bytes is None else r.rss_bytes / 2**20
     return {
         "worker": Text(f"{r.index}" + (" (slowest)" if slow else ""), style="bold yellow" if slow else ""),
@@ -120,6 +120,11 @@ def _cells(s: Snapshot, r: WorkerRow) -> dict[str, Text]:
         "RSS": Text(_num(rss, ".0f") + (" MiB" if rss is not None else "")),
         "beat": Text(_num(r.beat_age_s, ".0f") + (" s" if r.beat_age_s is not None else "")),
     }
+
+
+def _state(r: WorkerRow) -> str:
+    """The worker's state, with where it is when that state is an alarm (stopped, stuck)."""
+    return r.state.value + (f" {r.where}" if r.where and r.state.alarming else "")
 
 
 def _pct(value: float | None) -> str:
