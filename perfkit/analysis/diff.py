@@ -4,12 +4,14 @@ significant or within noise (docs/diff.md).
 Both sides are analysed together with A's first run as the baseline (``analyze.analyze_selection``), so B
 gets its speedup, waterfall and goodput against A. Then, per figure (``FIGURES``: throughput, step split,
 straggler, CPU per 1,000 samples, goodput), A's and B's values (means over each side's runs) and B's
-change. The noise band of a figure is the larger of the two sides' spread over their runs (max - min over
-the mean) when both sides have repeats; with one run a side, throughput gets a per-step bootstrap (each
-side's steady steps resampled, ``BOOTSTRAP`` times: the 95% interval of the ratio of their mean time per
-sample), which holds step-to-step noise only and says so, and other figures have no band. Per worker, the
-traced ops whose time per 1,000 of that worker's samples grew or shrank most (B's worker against A's
-worker of the same index, or A's only worker). Analysers only compute; renderers draw.
+change. When either side has repeats, a figure's noise band is the 95% t-interval of the change from the
+run-to-run spread (the sides' variances pooled: each side is one configuration run again, so one side's
+repeats measure the other's drift too; a single new run against three of the baseline is CI's usual case).
+With one run a side, throughput gets a per-step bootstrap (each side's steady steps resampled,
+``BOOTSTRAP`` times: the 95% interval of the ratio of their mean time per sample), which holds step-to-step
+noise only and says so, and other figures have no band. Per worker, the traced ops whose time per 1,000 of
+that worker's samples grew or shrank most (B's worker against A's worker of the same index, or A's only
+worker). Analysers only compute; renderers draw.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from perfkit.analysis.analyze import analyze_selection
 from perfkit.analysis.load import LoadedRun
 from perfkit.analysis.result import Analysis
 from perfkit.analysis.select import Selection, workload
+from perfkit.analysis.stats import t_quantile
 from perfkit.analysis.stragglers import step_keys
 from perfkit.analysis.waterfall import step_means
 
 BOOTSTRAP = 2000
+LEVEL = 0.95
 TOP_OPS = 10
 
 
@@ -43,7 +47,7 @@ class Better(str, Enum):
 class Call(str, Enum):
     """A difference, judged against the noise band."""
 
-    SIGNIFICANT = "significant"  # outside the band of repeated runs' spread
+    SIGNIFICANT = "significant"  # outside the t-interval from repeated runs' spread
     BEYOND_STEPS = "beyond per-step noise"  # one run a side: outside the per-step band, which holds no drift
     WITHIN_NOISE = "within noise"
     NO_BAND = "no band"  # one run a side and no per-step resampling of this figure
@@ -85,67 +89,63 @@ def diff(a: list[LoadedRun], b: list[LoadedRun], seed: int = 0) -> Diff:
     ids_a, ids_b = tuple(r.run_id for r in a), tuple(r.run_id for r in b)
     sel = Selection(tuple(a + b), a[0], "side A of perfkit diff", (), ())
     analysis = analyze_selection(sel)
-    means = {side: _side_means(analysis, ids) for side, ids in (("a", ids_a), ("b", ids_b))}
-    spread = {side: _side_spread(analysis, ids) for side, ids in (("a", ids_a), ("b", ids_b))}
-    rng = np.random.default_rng(seed)
-    if len(a) > 1 and len(b) > 1:
-        ta, tb = (pd.Series([_time_per_sample(r) for r in side]) for side in (a, b))
-        slow = float(tb.mean() / ta.mean() - 1)
-        band = max(_rel_range(ta), _rel_range(tb))
-        lo, hi, note = slow - band, slow + band, f"the spread of {len(a)} and {len(b)} repeated runs"
+    values = {side: _side_values(analysis, ids) for side, ids in (("a", ids_a), ("b", ids_b))}
+    repeats = len(a) > 1 or len(b) > 1
+    if repeats:
+        ta, tb = (np.array([_time_per_sample(r) for r in side]) for side in (a, b))
+        slow, half, df = _t_band(ta, tb)
+        lo, hi = slow - half, slow + half
+        note = (f"Student's t from the run-to-run spread of {len(a)} and {len(b)} runs, {df} degrees of "
+                "freedom; more repeats narrow it" if df else
+                "no band: a side's runs have no speed to spread")
     else:
-        slow, lo, hi = _bootstrap(a, b, rng)
+        slow, lo, hi = _bootstrap(a, b, np.random.default_rng(seed))
         note = ("a per-step bootstrap of one run a side: it holds step-to-step noise only, not the drift "
-                "between runs of one configuration, so a change beyond it may still be noise; repeat each side "
-                "(A1,A2,A3 B1,B2,B3) for a band from the runs")
-    repeats = len(a) > 1 and len(b) > 1
-    figures = _figures(means, spread, (lo, hi), repeats)
+                "between runs of one configuration, so a change beyond it may still be noise; repeat a side "
+                "(A1,A2,A3 B) for a band from the runs")
+    figures = _figures(values, (lo, hi), repeats)
     ops = _ops(a[0], b, abs(hi - lo) / 2 if math.isfinite(hi - lo) else math.nan, repeats)
     return Diff(ids_a, ids_b, analysis, figures, ops, slow, lo, hi, note, tuple(_notes(a, b)))
 
 
-def _side_means(a: Analysis, ids: tuple[str, ...]) -> dict[str, float]:
-    runs = a.runs[a.runs["run_id"].isin(ids)]
+def _side_values(a: Analysis, ids: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Per figure, its value in each of the side's runs (NaN where a run lacks it)."""
+    runs = a.runs[a.runs["run_id"].isin(ids)].set_index("run_id")
+    w = a.workers[a.workers["run_id"].isin(ids)] if not a.workers.empty else a.workers
     out = {}
     for fig, (_, where, _) in FIGURES.items():
         if where == "runs":
-            out[fig] = float(pd.to_numeric(runs[fig], errors="coerce").mean()) if fig in runs else math.nan
+            per_run = pd.to_numeric(runs[fig], errors="coerce") if fig in runs else pd.Series(dtype=float)
         else:
-            w = a.workers[a.workers["run_id"].isin(ids)] if not a.workers.empty else a.workers
             per_run = w.groupby("run_id")[fig].mean() if fig in w else pd.Series(dtype=float)
-            out[fig] = float(per_run.mean()) if len(per_run) else math.nan
+        out[fig] = per_run.reindex(list(ids)).to_numpy(float)
     return out
 
 
-def _side_spread(a: Analysis, ids: tuple[str, ...]) -> dict[str, float]:
-    """Per figure, the relative range over the side's runs (NaN with one run)."""
-    if len(ids) < 2:
-        return dict.fromkeys(FIGURES, math.nan)
-    runs = a.runs[a.runs["run_id"].isin(ids)]
-    out = {}
-    for fig, (_, where, _) in FIGURES.items():
-        if where == "runs":
-            values = pd.to_numeric(runs[fig], errors="coerce") if fig in runs else pd.Series(dtype=float)
-        else:
-            w = a.workers[a.workers["run_id"].isin(ids)] if fig in a.workers else pd.DataFrame()
-            values = w.groupby("run_id")[fig].mean() if not w.empty else pd.Series(dtype=float)
-        out[fig] = _rel_range(values.dropna())
-    return out
+def _t_band(a: np.ndarray, b: np.ndarray) -> tuple[float, float, int]:
+    """B's change over A (relative to A's mean), the half-width of its ``LEVEL`` t-interval and its degrees
+    of freedom (0: no band). The variance is pooled over the sides that have repeats: both run one
+    configuration, so a side run once borrows the other's."""
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if not len(a) or not len(b) or not a.mean():
+        return math.nan, math.nan, 0
+    change = float(b.mean() / a.mean() - 1)
+    df = max(0, len(a) - 1) + max(0, len(b) - 1)
+    if df == 0:
+        return change, math.nan, 0
+    pooled = (((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) / df
+    half = t_quantile(LEVEL, df) * math.sqrt(pooled * (1 / len(a) + 1 / len(b))) / abs(a.mean())
+    return change, float(half), df
 
 
-def _rel_range(values: pd.Series) -> float:
-    if len(values) < 2 or not values.mean():
-        return math.nan
-    return float((values.max() - values.min()) / abs(values.mean()))
-
-
-def _figures(means: dict[str, dict[str, float]], spread: dict[str, dict[str, float]],
-             slow_band: tuple[float, float], repeats: bool) -> pd.DataFrame:
+def _figures(values: dict[str, dict[str, np.ndarray]], slow_band: tuple[float, float],
+             repeats: bool) -> pd.DataFrame:
     rows = []
     for fig, (words, _, better) in FIGURES.items():
-        a, b = means["a"][fig], means["b"][fig]
-        change = b / a - 1 if a and math.isfinite(a) and math.isfinite(b) else math.nan
-        band, basis = max(spread["a"][fig], spread["b"][fig]), "the runs' spread"
+        va, vb = values["a"][fig], values["b"][fig]
+        a, b = (float(np.nanmean(v)) if np.isfinite(v).any() else math.nan for v in (va, vb))
+        change, band = _t_band(va, vb)[:2] if repeats else (b / a - 1 if a else math.nan, math.nan)
+        basis = f"the runs' spread ({LEVEL:.0%} t)"
         if fig == "steady_samples_per_s" and math.isfinite(slow_band[0]):
             # throughput is the inverse of time per sample: its band from the slowdown's
             lo, hi = 1 / (1 + slow_band[1]) - 1, 1 / (1 + slow_band[0]) - 1
@@ -161,7 +161,7 @@ def _figures(means: dict[str, dict[str, float]], spread: dict[str, dict[str, flo
 
 
 def _call(change: float, interval: tuple[float, float], repeats: bool) -> Call:
-    """Outside the band: significant with repeats on both sides; with one run a side only beyond the
+    """Outside the band: significant with repeats on a side; with one run a side only beyond the
     per-step noise (run-to-run drift is not in its band: benchmarks/measurements, "perfkit diff")."""
     if not math.isfinite(change):
         return Call.NO_BAND

@@ -31,6 +31,7 @@ import pandas as pd
 
 from perfkit.analysis.scaling.model import Machine, StepModel, fit, machine_of
 from perfkit.analysis.scaling.roles import POINT, PROBE, WORKERS
+from perfkit.analysis.stats import t_quantile
 from perfkit.cluster import ClusterSpec
 
 FORECAST_COLUMNS = ["workers", "hosts", "measured", "steps", "step_s", "compute_s", "transfer_s", "wait_s", "val_s",
@@ -40,10 +41,6 @@ TERM_COLUMNS = ["term", "formula", "value", "unit"]
 LOO_COLUMNS = ["workers", "fitted_on", "predicted_epoch_s", "measured_epoch_s", "error"]
 LEVEL = 0.90
 REACH = 2.0  # a forecast beyond this many times the largest count run is not supported
-# Student's t, two-sided 90% (the 0.95 quantile), by degrees of freedom; written out rather than taking
-# SciPy as a dependency for ten numbers. Beyond the table: the normal quantile.
-T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812}
-Z90 = 1.645
 
 
 EQUAL = "equal"  # the hosts column of a forecast on the sweep's own equal hosts
@@ -202,7 +199,7 @@ def _row(model: StepModel, sigma: float, k: int, points: pd.DataFrame, n: int, r
     cores = worker_cores(model, hosts) if hosts is not None else None
     epoch = model.epoch(n, steps, cores)
     supported, why = _support(n, counts, sigma, model) if hosts is None else (False, UNEQUAL)
-    half = T90.get(k - 1, Z90) * sigma if supported else math.nan
+    half = t_quantile(LEVEL, max(1, k - 1)) * sigma if supported else math.nan
     lo, hi = epoch * math.exp(-half), epoch * math.exp(half)
     own = points[points["workers"] == n] if hosts is None else points.iloc[0:0]
     measured = own["clean_epoch_s"].astype(float).dropna()
