@@ -10,8 +10,8 @@ repeats measure the other's drift too; a single new run against three of the bas
 With one run a side, throughput gets a per-step bootstrap (each side's steady steps resampled,
 ``BOOTSTRAP`` times: the 95% interval of the ratio of their mean time per sample), which holds step-to-step
 noise only and says so, and other figures have no band. Per worker, the traced ops whose time per 1,000 of
-that worker's samples grew or shrank most (B's worker against A's worker of the same index, or A's only
-worker). Analysers only compute; renderers draw.
+that worker's samples grew or shrank most (each side's mean over its traced runs; B's worker against A's
+worker of the same index, or A's only worker). Analysers only compute; renderers draw.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def diff(a: list[LoadedRun], b: list[LoadedRun], seed: int = 0) -> Diff:
                 "between runs of one configuration, so a change beyond it may still be noise; repeat a side "
                 "(A1,A2,A3 B) for a band from the runs")
     figures = _figures(values, (lo, hi), repeats)
-    ops = _ops(a[0], b, abs(hi - lo) / 2 if math.isfinite(hi - lo) else math.nan, repeats)
+    ops = _ops(a, b, abs(hi - lo) / 2 if math.isfinite(hi - lo) else math.nan, repeats)
     return Diff(ids_a, ids_b, analysis, figures, ops, slow, lo, hi, note, tuple(_notes(a, b)))
 
 
@@ -201,10 +201,10 @@ def _bootstrap(a: list[LoadedRun], b: list[LoadedRun], rng: np.random.Generator)
     return slow, float(lo), float(hi)
 
 
-def _ops(a: LoadedRun, b: list[LoadedRun], band: float, repeats: bool) -> pd.DataFrame:
-    """Per worker of B's first run, the traced ops whose time per 1,000 of its samples moved most against
-    A's first run (``band``: the slowdown's half-width, as a share of A's time per sample)."""
-    ref, run = _op_rates(a), _op_rates(b[0])
+def _ops(a: list[LoadedRun], b: list[LoadedRun], band: float, repeats: bool) -> pd.DataFrame:
+    """Per worker of B, the traced ops whose time per 1,000 of its samples moved most against A (each side's
+    mean over its traced runs; ``band``: the slowdown's half-width, as a share of A's time per sample)."""
+    ref, run = _side_op_rates(a), _side_op_rates(b)
     if ref.empty or run.empty:
         return pd.DataFrame(columns=OP_COLUMNS)
     single = ref["worker"].nunique() == 1
@@ -215,11 +215,22 @@ def _ops(a: LoadedRun, b: list[LoadedRun], band: float, repeats: bool) -> pd.Dat
     merged["worker"] = merged["worker"].fillna(merged["a_worker"]).astype(int)
     merged = merged.rename(columns={"ms_per_1k": "b_ms_per_1k"}).fillna({"a_ms_per_1k": 0.0, "b_ms_per_1k": 0.0})
     merged["change_ms_per_1k"] = merged["b_ms_per_1k"] - merged["a_ms_per_1k"]
-    noise_ms = band * _time_per_sample(a) * 1e6 if math.isfinite(band) else math.nan
+    per_sample = float(np.nanmean([_time_per_sample(r) for r in a]))
+    noise_ms = band * per_sample * 1e6 if math.isfinite(band) else math.nan
     merged["call"] = [Call.NO_BAND.value if not math.isfinite(noise_ms) else
                       _call(c, (c - noise_ms, c + noise_ms), repeats).value for c in merged["change_ms_per_1k"]]
     top = merged.reindex(merged["change_ms_per_1k"].abs().sort_values(ascending=False).index).head(TOP_OPS)
     return top[OP_COLUMNS].reset_index(drop=True)
+
+
+def _side_op_rates(runs: list[LoadedRun]) -> pd.DataFrame:
+    """Per worker and op, the mean over the side's traced runs of its ms per 1,000 samples (an op a traced
+    run did not run counts 0 there)."""
+    rates = [r for r in (_op_rates(run) for run in runs) if not r.empty]
+    if len(rates) < 2:
+        return rates[0] if rates else pd.DataFrame(columns=["worker", "op", "ms_per_1k"])
+    total = pd.concat(rates, ignore_index=True).groupby(["worker", "op"], as_index=False)["ms_per_1k"].sum()
+    return total.assign(ms_per_1k=total["ms_per_1k"] / len(rates))
 
 
 def _op_rates(run: LoadedRun) -> pd.DataFrame:

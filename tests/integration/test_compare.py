@@ -69,8 +69,9 @@ def test_compare_runs_both_strategies_and_ends_with_the_verdict_and_report(verif
 def _waterfall_holds(doc: dict[str, Any], multi: dict[str, Any], base: dict[str, Any]) -> None:
     """From the ideal (the pair's budgets add up to the machine the baseline had: 1x) to the measured speedup,
     the terms sum to the gap exactly, and "not explained" stays a minor part of it. Issue 54's goal (at most
-    10%) is measured over runs on benchmarks/measurements; one tiny run here varies more (+5% to +16% seen), so
-    this bound catches an account gone wrong (a term lost or double-counted), not the goal."""
+    10%) is measured over runs on benchmarks/measurements; one tiny run here varies more (-14% to +16% seen
+    beside the rest of the suite, within 1% alone), so this bound catches an account gone wrong (a term lost
+    or double-counted), not the goal."""
     rows = [r for r in doc["waterfall"] if r["run_id"] == multi["run_id"] and r["level"] == "steady"]
     assert rows and rows[-1]["term"] == "not_explained", rows
     assert multi["ideal_speedup"] == pytest.approx(base["wf_cores"] and multi["wf_cores"] / base["wf_cores"])

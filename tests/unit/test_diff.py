@@ -59,8 +59,11 @@ def test_a_run_against_its_copy_is_within_noise_and_repeats_give_the_band(tmp_pa
     assert set(d.figures.loc[d.figures["figure"] == "steady_samples_per_s", "call"]) == {"within noise"}
     a2 = _run(tmp_path, "20260101T000200Z-multi", {**SLOW, 3: 0.52})
     b1 = _run(tmp_path, "20260101T000300Z-multi", FASTER)
-    b2 = _run(tmp_path, "20260101T000400Z-multi", {**FASTER, 3: 0.31})
+    b2 = _run(tmp_path, "20260101T000400Z-multi", {**FASTER, 3: 0.31}, matmul_s=1.0)
     d = diff(_loaded(a, a2), _loaded(b1, b2))
+    # ops: each side's mean over its runs (worker 3's MatMul: 3.0 s in both of A's, 3.0 and 1.0 s in B's)
+    [mm] = d.ops[(d.ops["worker"] == 3) & (d.ops["op"] == "MatMul")].to_dict("records")
+    assert mm["b_ms_per_1k"] == pytest.approx(mm["a_ms_per_1k"] * 2 / 3)
     assert "t from the run-to-run spread of 2 and 2 runs, 2 degrees of freedom" in d.band_note and d.slowdown_hi < 0
     assert set(d.figures.loc[d.figures["figure"] == "steady_samples_per_s", "call"]) == {"significant"}
     # time per sample in steps of 0.65 and 0.67 s against 0.45 and 0.46 s: pooled variance over 2 degrees
