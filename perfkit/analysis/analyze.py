@@ -170,8 +170,7 @@ def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
         **_straggler_row(strag, rec.run, asynchronous, no_steps),
         **(_what_if_row(model, strag, rec) if strag is not None else EMPTY_ROW | PLACEMENT_EMPTY),
         **run_parts(rec, epochs, split, run.trace, window,
-                    oversubscription(split, rec, worker_cores(rec, cpu)) if split is not None else None,
-                    model.r if model is not None else None),
+                    oversubscription(split, rec, worker_cores(rec, cpu)) if split is not None else None),
     }
     tag = {"run_id": run.run_id}
     return _RunFigures(

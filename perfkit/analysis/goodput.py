@@ -4,9 +4,10 @@ was productive training steps (docs/figures.md, "Goodput").
 Per worker, the command's span (its start, ``command_started_wall_ns``, to run.json's ``ended``) is cut into
 buckets that add up to it exactly (``Bucket``): start-up until the worker's first step; its steps, of which
 the first step's compile (its excess over its epoch's median step), the trace window's cost
-(``overheads.window_cost``) and input (the split's mean input per step over this worker's steps, when a
-trace measured it) are taken out, the rest being the productive steps; the time between steps within its
-epochs (callbacks, the recorder, the iterator); validation; the rest of its training span (between epochs,
+(``overheads.window_cost``; its capture's stop in a validation comes out of validation) and input (the
+split's mean input per step over this worker's steps, when a trace measured it) are taken out, the rest
+being the productive steps; the time between steps within its epochs (callbacks, the recorder, the
+iterator); validation; the rest of its training span (between epochs,
 and earlier attempts of a restarted epoch: ``between epochs, restarts``); and the end (its last epoch's end to the
 command's end: waiting for the others, teardown, the launcher's own end). Goodput = productive / span.
 Checkpoint saves (worker/checkpoints.py times them) are taken out of the time between epochs, then between
@@ -70,6 +71,7 @@ def goodput_table(record: RunRecord, split: StepSplit | None, window: WindowCost
     span_end = int(ended * 1e9)
     inputs = _input_per_step(split)
     trace = max(0.0, window.extra_s) if window is not None else 0.0
+    trace_parts = (trace, min(max(0.0, window.stop_s), trace) if window is not None else 0.0)
     rows = []
     for worker, steps in record.steps.groupby("worker", sort=True):
         offset = offsets.get(int(worker))
@@ -78,7 +80,7 @@ def goodput_table(record: RunRecord, split: StepSplit | None, window: WindowCost
         epochs = record.epochs[record.epochs["worker"] == worker] if not record.epochs.empty else record.epochs
         saves = checkpoints.get(int(worker))
         rows.append(_worker(int(worker), steps, epochs, offset, started, span_end, inputs.get(int(worker), 0.0),
-                            trace, float(saves.get("s", 0.0)) if isinstance(saves, dict) else math.nan))
+                            trace_parts, float(saves.get("s", 0.0)) if isinstance(saves, dict) else math.nan))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -91,21 +93,24 @@ def _input_per_step(split: StepSplit | None) -> dict[int, float]:
 
 
 def _worker(worker: int, steps: pd.DataFrame, epochs: pd.DataFrame, offset: int, started: int, span_end: int,
-            input_per_step: float, trace: float, saves_s: float) -> dict[str, float]:
+            input_per_step: float, trace: tuple[float, float], saves_s: float) -> dict[str, float]:
+    """``trace``: the window's cost and, of it, the capture's stop in a validation."""
     first = int(steps["t_start_ns"].min()) + offset
     last = int(max(steps["t_end_ns"].max(), epochs["t_end_ns"].max() if not epochs.empty else 0)) + offset
     span = (span_end - started) / 1e9
     stepped = float(steps["duration_s"].sum())
     compile_s = _compile(steps)
     input_s = min(input_per_step * len(steps), max(0.0, stepped - compile_s))
-    trace_s = min(trace, max(0.0, stepped - compile_s - input_s))
+    in_steps = min(trace[0] - trace[1], max(0.0, stepped - compile_s - input_s))
     validation = float(epochs["val_s"].sum()) if not epochs.empty else 0.0
+    stop_s = min(trace[1], max(0.0, validation))  # the capture's stop, inside a validation's time
     between = float(epochs["train_s"].sum()) - stepped if not epochs.empty else 0.0
     training = (last - first) / 1e9
     out = {"worker": worker, "span_s": span, Bucket.STARTUP.column: (first - started) / 1e9,
-           Bucket.COMPILE.column: compile_s, Bucket.PRODUCTIVE.column: stepped - compile_s - input_s - trace_s,
-           Bucket.INPUT.column: input_s, Bucket.TRACE.column: trace_s, Bucket.BETWEEN.column: max(0.0, between),
-           Bucket.VALIDATION.column: validation, Bucket.END.column: (span_end - last) / 1e9}
+           Bucket.COMPILE.column: compile_s, Bucket.PRODUCTIVE.column: stepped - compile_s - input_s - in_steps,
+           Bucket.INPUT.column: input_s, Bucket.TRACE.column: in_steps + stop_s,
+           Bucket.BETWEEN.column: max(0.0, between), Bucket.VALIDATION.column: validation - stop_s,
+           Bucket.END.column: (span_end - last) / 1e9}
     out[Bucket.OTHER.column] = training - stepped - max(0.0, between) - validation
     _take_saves(out, saves_s)
     out["goodput"] = out[Bucket.PRODUCTIVE.column] / span if span > 0 else math.nan

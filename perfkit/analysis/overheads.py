@@ -71,6 +71,12 @@ class WindowCost:
     hi_s: float
     steps: int  # traced steps (executions)
     epoch: int  # the epoch that holds it (step records count from 0)
+    # Of extra_s, the capture's stop in the validation after a window that ends its epoch (median over the
+    # workers): time an epoch's account holds outside its steps.
+    stop_s: float = 0.0
+    # Seconds per sample of that epoch's untraced steps (median over the workers): the pace the traced steps'
+    # extra is counted against, and the one the waterfall takes their split to (waterfall.pace_factor).
+    pace_s: float = math.nan
 
 
 def oversubscription(split: StepSplit, record: RunRecord, cores: pd.Series | None) -> Oversubscription | None:
@@ -154,8 +160,9 @@ def window_cost(split: StepSplit, record: RunRecord) -> WindowCost | None:
             extras.append(extra)
     if not extras:
         return None
-    per = pd.Series([e for e, _ in extras])
-    return WindowCost(float(per.median()), float(per.min()), float(per.max()), len(traced), extras[0][1])
+    per, stop, pace = (pd.Series([e[i] for e in extras]) for i in range(3))
+    return WindowCost(float(per.median()), float(per.min()), float(per.max()), len(traced), extras[0][3],
+                      float(stop.median()), float(pace.median()))
 
 
 def window_seconds(w: WindowCost | None) -> float:
@@ -164,11 +171,13 @@ def window_seconds(w: WindowCost | None) -> float:
     return max(0.0, w.extra_s) if w is not None else math.nan
 
 
-def _worker_extra(own: pd.DataFrame, traced: np.ndarray, val: pd.Series | None = None) -> tuple[float, int] | None:
+def _worker_extra(own: pd.DataFrame, traced: np.ndarray, val: pd.Series | None = None
+                  ) -> tuple[float, float, float, int] | None:
     """One worker's traced steps (``traced``: which of its rows) and the step after them, over the median
     untraced step of their epoch, per sample; a window that ends its epoch: that epoch's validation over the
-    others' (``val``: this worker's validation seconds by epoch after the first). On arrays: label lookups on
-    200k-row indexes cost more than the figure."""
+    others' (``val``: this worker's validation seconds by epoch after the first). (extra, of it the stop in
+    validation, the untraced seconds per sample, epoch). On arrays: label lookups on 200k-row indexes cost
+    more than the figure."""
     if not traced.any():
         return None
     epochs = own["epoch"].to_numpy()
@@ -185,9 +194,10 @@ def _worker_extra(own: pd.DataFrame, traced: np.ndarray, val: pd.Series | None =
         return None
     rate = float(pd.Series(duration[clean] / samples[clean]).median())  # seconds per sample, untraced
     extra = float(pd.Series(duration[inside | after] - rate * samples[inside | after]).sum())
+    stop = 0.0
     if inside[-1] and val is not None and epoch in val.index and len(val.drop(epoch)):
-        extra += max(0.0, float(val[epoch]) - float(val.drop(epoch).median()))  # stopped as validation began
-    return extra, epoch
+        stop = max(0.0, float(val[epoch]) - float(val.drop(epoch).median()))  # stopped as validation began
+    return extra + stop, stop, rate, epoch
 
 
 def _validations(record: RunRecord, first: int) -> dict[int, pd.Series]:

@@ -5,16 +5,15 @@ The unit the terms add in is **seconds per 1,000 samples of a steady epoch** (ep
 time adds, speedups do not. For each run, each part of a steady epoch is measured on its own:
 
 - from the step split (``stragglers.StepSplit``: the trace window's steps, or every steady step estimated
-  from CPU samples), per step and mean over the workers, at the untraced steps' pace (x the untraced over
-  the traced median step, ``whatif.trace_factor``: the profiler slows every part of a traced step, and the
-  trace window term holds what it cost): ``compute`` (ops' self time), ``framework`` (busy
-  time in no op: the runtime's per-step work), ``contention`` (busy time a worker of an oversubscribed host
-  waited for a core: ``overheads.oversubscription``, taken out of compute), ``input``, ``allreduce`` (the
-  exposed all-reduce every worker paid) and ``wait`` (for the slowest worker), each divided by the global
-  samples of the compared steps;
+  from CPU samples), per step and mean over the workers, at the untraced steps' pace (``pace_factor``: the
+  profiler slows every part of a traced step, and the trace window term holds what it cost): ``compute``
+  (ops' self time), ``framework`` (busy time in no op: the runtime's per-step work), ``contention`` (busy
+  time a worker of an oversubscribed host waited for a core: ``overheads.oversubscription``, taken out of
+  compute), ``input``, ``allreduce`` (the exposed all-reduce every worker paid) and ``wait`` (for the
+  slowest worker), each divided by the global samples of the compared steps;
 - from the step and epoch records of the steady epochs: ``outside`` (an epoch's time beyond its steps:
-  validation, callbacks, the gaps between steps) and ``trace`` (the time perfkit's trace window added,
-  ``overheads.window_cost``).
+  validation, callbacks, the gaps between steps; not the capture's stop in a validation, which is the
+  window's) and ``trace`` (the time perfkit's trace window added, ``overheads.window_cost``).
 
 The ideal is the compute the run was given over the baseline's: its worker hosts' cores (their CPU budgets
 where emulated, else their declared cores) over the baseline's; 4 workers on the baseline's own 2 cores have
@@ -41,7 +40,6 @@ from perfkit.analysis.advice.records import CauseKind
 from perfkit.analysis.cpu import host_budgets, worker_hosts
 from perfkit.analysis.overheads import Oversubscription, WindowCost
 from perfkit.analysis.stragglers import StepSplit, step_keys
-from perfkit.analysis.whatif import trace_factor
 from perfkit.results import RunMeta, RunRecord
 
 
@@ -93,10 +91,8 @@ COLUMNS = ["run_id", "level", "order", "term", "words", "run_s", "ideal_s", "los
 
 
 def run_parts(record: RunRecord, epochs: pd.DataFrame, split: StepSplit | None, trace: pd.DataFrame | None,
-              window: WindowCost | None, oversub: Oversubscription | None, r: float | None = None
-              ) -> dict[str, float]:
-    """One run's parts of a steady epoch, seconds per 1,000 samples (NaN: not measured), and its cores.
-    ``r``: the split's trace factor when the what-if already found it (``whatif.trace_factor``)."""
+              window: WindowCost | None, oversub: Oversubscription | None) -> dict[str, float]:
+    """One run's parts of a steady epoch, seconds per 1,000 samples (NaN: not measured), and its cores."""
     out = dict.fromkeys(ROW_COLUMNS, math.nan)
     out[CORES] = compute_cores(record.run)
     steady = _steady(epochs)
@@ -107,12 +103,41 @@ def run_parts(record: RunRecord, epochs: pd.DataFrame, split: StepSplit | None, 
     steps = record.steps[record.steps["epoch"].isin(steady["epoch"] - 1)]
     steps_s = _mean_step_total(steps)
     out[STEPS] = steps_s * per_1k
-    out[Term.OUTSIDE.column] = (float(steady["epoch_s"].sum()) - steps_s) * per_1k
-    traced_here = window is not None and window.epoch + 1 in set(steady["epoch"])
-    out[Term.TRACE.column] = max(0.0, window.extra_s) * per_1k if traced_here else 0.0
+    here = window if window is not None and window.epoch + 1 in set(steady["epoch"]) else None
+    trace_s = max(0.0, here.extra_s) if here is not None else 0.0
+    stop_s = min(max(0.0, here.stop_s), trace_s) if here is not None else 0.0  # in validation, not the steps
+    out[Term.TRACE.column] = trace_s * per_1k
+    out[Term.OUTSIDE.column] = (float(steady["epoch_s"].sum()) - steps_s - stop_s) * per_1k
     if split is not None:
+        # traced steps no slower than the untraced ones: no profiler's cost to take out of them
+        r = 1.0 if here is not None and here.extra_s <= 0 else pace_factor(
+            record.steps, steps, split, here.pace_s if here is not None else math.nan)
         out.update(_split_parts(split, trace, record.steps, oversub, r))
     return out
+
+
+def pace_factor(every: pd.DataFrame, steady: pd.DataFrame, split: StepSplit, pace: float = math.nan) -> float:
+    """The untraced steps' pace over the traced steps', both in seconds per sample: a traced step runs slower
+    by the profiler's own cost, which the trace window term holds (``overheads.window_cost``: the traced
+    steps over ``pace``, the median untraced step of their epoch), so the split's parts are taken at the
+    untraced pace. The traced steps' mean (not their median) is what the split's parts add up to, so the
+    steps' time, the window's extra and the split agree but for how the untraced steps stray from their
+    median: what the trace did not see, left to ``not explained``. ``every``: all step records (the trace
+    may hold a first epoch's steps); ``steady``: the steady epochs' (the pace where no window is in them);
+    1 for a split estimated from CPU samples."""
+    if split.source != "trace" or every.empty:
+        return 1.0
+    width = int(max(split.steps["step"].max(), every["step"].max())) + 1
+    keys = pd.unique(step_keys(split.steps, width))
+    traced = every[np.isin(step_keys(every, width), keys)]
+    if not math.isfinite(pace):
+        own = steady[~np.isin(step_keys(steady, width), keys) & (steady["samples"] > 0)]
+        rates = (own["duration_s"] / own["samples"]).groupby(own["worker"]).median()
+        pace = float(rates.median()) if not rates.empty else math.nan
+    samples = float(traced["samples"].sum())
+    per_sample = float(traced["duration_s"].sum()) / samples if samples > 0 else math.nan
+    r = pace / per_sample
+    return r if math.isfinite(r) and r > 0 else 1.0
 
 
 def _steady(epochs: pd.DataFrame) -> pd.DataFrame:
@@ -139,7 +164,7 @@ def _mean_step_total(steps: pd.DataFrame) -> float:
 
 
 def _split_parts(split: StepSplit, trace: pd.DataFrame | None, steps: pd.DataFrame,
-                 oversub: Oversubscription | None, r: float | None) -> dict[str, float]:
+                 oversub: Oversubscription | None, r: float) -> dict[str, float]:
     """Per 1,000 samples of the compared steps: the split's terms, mean over workers and steps."""
     df = split.steps
     width = int(max(df["step"].max(), steps["step"].max())) + 1
@@ -147,11 +172,9 @@ def _split_parts(split: StepSplit, trace: pd.DataFrame | None, steps: pd.DataFra
     samples = float(steps["samples"].to_numpy(float)[np.isin(step_keys(steps, width), keys)].sum())
     if samples <= 0:
         return {}
-    scale = len(keys) * 1000.0 / samples  # from per step to per 1,000 samples
-    # Traced steps run slower by the profiler's own cost, which the trace window term holds; it slows every
-    # part (a traced straggler also makes the others wait longer), so each is taken at the untraced steps'
-    # pace: x r, the untraced over the traced median step (whatif.trace_factor; 1 for an estimate).
-    scale *= trace_factor(steps, split) if r is None else r
+    # From per step to per 1,000 samples, at the untraced steps' pace: the profiler slows every part (a traced
+    # straggler also makes the others wait longer), so each is scaled alike (pace_factor).
+    scale = len(keys) * 1000.0 / samples * r
     busy = float(df["busy_s"].mean())
     framework = _framework(df, trace, width) if split.source == "trace" else math.nan
     contention = min(oversub.waited_s, busy) if oversub is not None else 0.0

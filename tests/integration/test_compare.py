@@ -68,10 +68,9 @@ def test_compare_runs_both_strategies_and_ends_with_the_verdict_and_report(verif
 
 def _waterfall_holds(doc: dict[str, Any], multi: dict[str, Any], base: dict[str, Any]) -> None:
     """From the ideal (the pair's budgets add up to the machine the baseline had: 1x) to the measured speedup,
-    the terms sum to the gap exactly, and "not explained" stays a minor part of it. Issue 54's goal (at most
-    10%) is measured over runs on benchmarks/measurements; one tiny run here varies more (-14% to +16% seen
-    beside the rest of the suite, within 1% alone), so this bound catches an account gone wrong (a term lost
-    or double-counted), not the goal."""
+    the terms sum to the gap exactly, and "not explained" is at most 10% of it (issue 54's goal), here beside
+    the rest of the suite: a term lost or counted twice (a traced step's spike was once both the window's and
+    the split's) shows as more."""
     rows = [r for r in doc["waterfall"] if r["run_id"] == multi["run_id"] and r["level"] == "steady"]
     assert rows and rows[-1]["term"] == "not_explained", rows
     assert multi["ideal_speedup"] == pytest.approx(base["wf_cores"] and multi["wf_cores"] / base["wf_cores"])
@@ -80,7 +79,7 @@ def _waterfall_holds(doc: dict[str, Any], multi: dict[str, Any], base: dict[str,
     assert sum(r["lost_s"] for r in rows) == pytest.approx(gap_s, rel=1e-9)
     assert rows[-1]["speedup_after"] == pytest.approx(multi["speedup"], rel=1e-9)
     terms = {r["term"]: round(r["share"], 3) for r in rows}
-    assert abs(rows[-1]["share"]) <= 0.25, f"not explained is {rows[-1]['share']:.0%} of the lost time: {terms}"
+    assert abs(rows[-1]["share"]) <= 0.10, f"not explained is {rows[-1]['share']:.1%} of the lost time: {terms}"
     whole = [r for r in doc["waterfall"] if r["run_id"] == multi["run_id"] and r["level"] == "command"]
     assert whole and abs(whole[-1]["lost_s"]) < 1e-6, whole[-1]  # the ledger's buckets add up to the span
 

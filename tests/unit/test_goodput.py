@@ -121,3 +121,20 @@ def test_a_run_whose_workers_timed_no_save_has_zero_not_null(run: Path) -> None:
     assert (a.goodput["checkpoint_s"] == 0.0).all()
     [line] = [v for v in a.verdict if v.startswith("Goodput")]
     assert "not timed" not in line and line.endswith(".")
+
+
+def test_the_captures_stop_in_a_validation_is_the_trace_windows_not_validations() -> None:
+    """A window that ends its epoch is stopped as validation begins: that part of its cost comes out of the
+    validation bucket, the rest out of the steps, and the buckets still add up to the span."""
+    import pandas as pd
+
+    from perfkit.analysis.goodput import _worker
+
+    starts = [i * S // 2 for i in range(10)]
+    steps = pd.DataFrame({"epoch": 0, "step": range(10), "duration_s": 0.5, "t_start_ns": starts,
+                          "t_end_ns": [t + S // 2 for t in starts]})
+    epochs = pd.DataFrame({"epoch": [0], "train_s": [5.0], "val_s": [2.0], "t_end_ns": [7 * S]})
+    row = _worker(0, steps, epochs, 0, -S, 8 * S, 0.0, (1.0, 0.4), float("nan"))
+    assert row[Bucket.TRACE.column] == pytest.approx(1.0) and row[Bucket.VALIDATION.column] == pytest.approx(1.6)
+    assert row[Bucket.PRODUCTIVE.column] == pytest.approx(5.0 - 0.6)  # the first step is no slower: no compile
+    assert sum(row[b.column] for b in Bucket if b is not Bucket.CHECKPOINT) == pytest.approx(row["span_s"]) == 9.0

@@ -8,14 +8,16 @@ import io
 import json
 import math
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 
 from perfkit.analysis.analyze import analyze
 from perfkit.analysis.renderers import console, html
 from perfkit.analysis.renderers import json as report_json
 from perfkit.analysis.waterfall import Term
-from tests.unit._analysis_runs import single_run, write_run
+from tests.unit._analysis_runs import single_run, typed, write_run
 
 # The multi run: hosts a (3 cores, 3 workers at 0.2 s busy) and b (1 core, 1 worker at 0.5 s), input 0.05 s,
 # transfer 0.1 s: every step 0.65 s, 64 samples; 10 steps and 1 s of validation an epoch. Per step, mean over
@@ -151,3 +153,59 @@ def test_a_tune_run_of_advice_checks_the_term_its_cause_is_part_of(runs: Path) -
     assert not any(isinstance(r["checked_by"], str) for name, r in t.items() if name != "allreduce")
     line = next(v for v in a.verdict if v.startswith("Where the speedup went"))
     assert f"checked by {tried.name}" in line and both.name not in line
+
+
+def _record(traced_s: list[float], val_s: list[float]) -> tuple[Any, Any, pd.DataFrame]:
+    """Two workers, three epochs of 8 steps of 64 samples each; the second epoch's steps 2-7 traced (a window
+    that ends its epoch) at ``traced_s``, every other step 0.3 s; ``val_s``: each epoch's validation."""
+    from perfkit.analysis.stragglers import StepSplit
+    from perfkit.results import RunRecord
+
+    steps, epochs, traced = [], [], []
+    for w in (0, 1):
+        for e in range(3):
+            times = [0.3, 0.3, *traced_s] if e == 1 else [0.3] * 8
+            steps += [{"worker": w, "epoch": e, "step": s, "duration_s": d, "samples": 64} for s, d in enumerate(times)]
+            epochs.append({"worker": w, "epoch": e, "val_s": val_s[e]})
+        traced += [{"worker": w, "epoch": 1, "step": s, "step_s": d, "busy_s": d, "transfer_s": 0.0, "wait_s": 0.0,
+                    "input_s": 0.0} for s, d in enumerate(traced_s, start=2)]
+    record = RunRecord(Path("."), typed({}), pd.DataFrame(steps), pd.DataFrame(epochs), pd.DataFrame(), pd.DataFrame())
+    table = pd.DataFrame({"epoch": [1, 2, 3], "samples": [1024] * 3,
+                          "epoch_s": [8 * 0.3 + val_s[0], 2 * 0.3 + sum(traced_s) + val_s[1], 8 * 0.3 + val_s[2]]})
+    return record, StepSplit("trace", pd.DataFrame(traced), 2), table
+
+
+def test_a_traced_steps_spike_and_the_captures_stop_are_counted_once() -> None:
+    """The window's extra is its traced steps over the untraced pace, the capture's stop the validation after
+    it over the others': the split is taken at that pace, so a slow traced step is the window's alone (not
+    also the split's mean, as a median-over-median factor left it), and the stop is not also outside the steps."""
+    from perfkit.analysis.overheads import window_cost
+    from perfkit.analysis.waterfall import STEPS, run_parts
+
+    traced_s = [0.33, 0.33, 0.33, 0.63, 0.33, 0.33]
+    record, split, epochs = _record(traced_s, [1.0, 1.5, 1.0])
+    window = window_cost(split, record)
+    assert window is not None and window.stop_s == pytest.approx(0.5)
+    assert window.extra_s == pytest.approx(sum(traced_s) - 6 * 0.3 + 0.5) and window.pace_s == pytest.approx(0.3 / 64)
+    parts = run_parts(record, epochs, split, None, window, None)
+    per_1k = 1000 / 2048  # two steady epochs of 1,024 samples
+    assert parts[Term.TRACE.column] == pytest.approx((sum(traced_s) - 1.8 + 0.5) * per_1k)
+    assert parts[Term.OUTSIDE.column] == pytest.approx((1.5 + 1.0 - 0.5) * per_1k)
+    assert parts[Term.COMPUTE.column] == pytest.approx(16 * 0.3 * per_1k)  # every steady step at 0.3 s
+    split_s = sum(parts[t.column] for t in (Term.COMPUTE, Term.ALLREDUCE, Term.WAIT, Term.INPUT, Term.CONTENTION))
+    assert parts[STEPS] == pytest.approx(split_s + parts[Term.TRACE.column] - 0.5 * per_1k)
+
+
+def test_traced_steps_no_slower_than_the_untraced_keep_their_own_pace() -> None:
+    """A window that cost nothing measurable (its steps quicker than the untraced, as a loaded machine can
+    make them) has no profiler's cost to take out: the split keeps the traced steps' own pace, and what the
+    untraced steps took beyond it is not explained."""
+    from perfkit.analysis.overheads import window_cost
+    from perfkit.analysis.waterfall import run_parts
+
+    record, split, epochs = _record([0.25] * 6, [1.0, 1.0, 1.0])
+    window = window_cost(split, record)
+    assert window is not None and window.extra_s < 0
+    parts = run_parts(record, epochs, split, None, window, None)
+    assert parts[Term.TRACE.column] == 0.0
+    assert parts[Term.COMPUTE.column] == pytest.approx(16 * 0.25 * 1000 / 2048)
