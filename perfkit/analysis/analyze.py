@@ -36,7 +36,8 @@ from perfkit.analysis.timeline import step_timeline
 from perfkit.analysis.verdict import verdict
 from perfkit.analysis.verify import verification_table
 from perfkit.analysis.waterfall import ROW_COLUMNS as WATERFALL_PARTS
-from perfkit.analysis.waterfall import checked_terms, ideal_speedup, run_parts, waterfall_table
+from perfkit.analysis.waterfall import checked_terms, ideal_speedup, waterfall_table
+from perfkit.analysis.waterfall_parts import run_parts
 from perfkit.analysis.whatif import EMPTY_ROW, PLACEMENT_EMPTY, StepModel, equal_workers, placement_row
 from perfkit.results import RunMeta, RunRecord
 

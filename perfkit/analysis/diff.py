@@ -30,7 +30,7 @@ from perfkit.analysis.result import Analysis
 from perfkit.analysis.select import Selection, workload
 from perfkit.analysis.stats import t_quantile
 from perfkit.analysis.stragglers import step_keys
-from perfkit.analysis.waterfall import step_means
+from perfkit.analysis.waterfall_parts import step_means
 
 BOOTSTRAP = 2000
 LEVEL = 0.95

@@ -7,9 +7,10 @@ the first step's compile (its excess over its epoch's median step), the trace wi
 (``overheads.window_cost``; its capture's stop in a validation comes out of validation) and input (the
 split's mean input per step over this worker's steps, when a trace measured it) are taken out, the rest
 being the productive steps; the time between steps within its epochs (callbacks, the recorder, the
-iterator); validation; the rest of its training span (between epochs,
-and earlier attempts of a restarted epoch: ``between epochs, restarts``); and the end (its last epoch's end to the
-command's end: waiting for the others, teardown, the launcher's own end). Goodput = productive / span.
+iterator); validation; the rest of its training span (between epochs, earlier attempts of a restarted
+epoch and a restart's first step over its epoch's median: ``between epochs, restarts``); and the end (its
+last epoch's end to the command's end: waiting for the others, teardown, the launcher's own end). Goodput =
+productive / span.
 Checkpoint saves (worker/checkpoints.py times them) are taken out of the time between epochs, then between
 steps; a worker whose saves were not timed (no recorded status, a run before they were) has a ``null``
 checkpoint bucket, not a zero. Analysers only compute.
@@ -26,6 +27,7 @@ import pandas as pd
 from perfkit.analysis.command import utc_seconds
 from perfkit.analysis.overheads import WindowCost
 from perfkit.analysis.stragglers import StepSplit
+from perfkit.analysis.summary import final_attempt, recompiled
 from perfkit.results import RunRecord
 
 
@@ -98,23 +100,37 @@ def _worker(worker: int, steps: pd.DataFrame, epochs: pd.DataFrame, offset: int,
     first = int(steps["t_start_ns"].min()) + offset
     last = int(max(steps["t_end_ns"].max(), epochs["t_end_ns"].max() if not epochs.empty else 0)) + offset
     span = (span_end - started) / 1e9
+    # the final attempts' steps and epochs; a lost attempt's, and a restart's first step, are the restart's
+    steps, epochs = final_attempt(steps), final_attempt(epochs)
     stepped = float(steps["duration_s"].sum())
+    restart_s = _restarts_first_steps(steps)
     compile_s = _compile(steps)
-    input_s = min(input_per_step * len(steps), max(0.0, stepped - compile_s))
-    in_steps = min(trace[0] - trace[1], max(0.0, stepped - compile_s - input_s))
+    input_s = min(input_per_step * len(steps), max(0.0, stepped - restart_s - compile_s))
+    in_steps = min(trace[0] - trace[1], max(0.0, stepped - restart_s - compile_s - input_s))
     validation = float(epochs["val_s"].sum()) if not epochs.empty else 0.0
     stop_s = min(trace[1], max(0.0, validation))  # the capture's stop, inside a validation's time
     between = float(epochs["train_s"].sum()) - stepped if not epochs.empty else 0.0
     training = (last - first) / 1e9
     out = {"worker": worker, "span_s": span, Bucket.STARTUP.column: (first - started) / 1e9,
-           Bucket.COMPILE.column: compile_s, Bucket.PRODUCTIVE.column: stepped - compile_s - input_s - in_steps,
+           Bucket.COMPILE.column: compile_s,
+           Bucket.PRODUCTIVE.column: stepped - restart_s - compile_s - input_s - in_steps,
            Bucket.INPUT.column: input_s, Bucket.TRACE.column: in_steps + stop_s,
            Bucket.BETWEEN.column: max(0.0, between), Bucket.VALIDATION.column: validation - stop_s,
            Bucket.END.column: (span_end - last) / 1e9}
-    out[Bucket.OTHER.column] = training - stepped - max(0.0, between) - validation
+    out[Bucket.OTHER.column] = training - stepped - max(0.0, between) - validation + restart_s
     _take_saves(out, saves_s)
     out["goodput"] = out[Bucket.PRODUCTIVE.column] / span if span > 0 else math.nan
     return out
+
+
+def _restarts_first_steps(steps: pd.DataFrame) -> float:
+    """The first step of each restarted attempt (compiling again, waiting for the others to rejoin) over the
+    median step of its epoch, summed (``steps``: one worker's final attempts)."""
+    again = recompiled(steps)
+    if not again.any():
+        return 0.0
+    median = steps.groupby("epoch")["duration_s"].transform("median").to_numpy(float)
+    return float(np.clip(steps["duration_s"].to_numpy(float)[again] - median[again], 0.0, None).sum())
 
 
 def _take_saves(out: dict[str, float], saves_s: float) -> None:

@@ -34,7 +34,7 @@ import pandas as pd
 
 from perfkit.analysis.cpu import CpuSamples, host_budgets, training_cpu_seconds, worker_hosts
 from perfkit.analysis.stragglers import StepSplit, step_keys
-from perfkit.analysis.summary import final_attempt, training_window
+from perfkit.analysis.summary import final_attempt, recompiled, training_window
 from perfkit.errors import UsageError
 from perfkit.profiler.tracewindow import executions_per_epoch, resolve
 from perfkit.results import RunRecord
@@ -148,6 +148,8 @@ def window_cost(split: StepSplit, record: RunRecord) -> WindowCost | None:
     if split.source != "trace" or split.steps.empty or record.steps.empty:
         return None
     steps = final_attempt(record.steps)
+    again = recompiled(steps)  # a restart's first step: no measure of the untraced pace
+    steps = steps.assign(_again=again) if again.any() else steps
     # (epoch, step) as one integer, so membership is np.isin and not a Python set of tuples (800k rows: 0.6 s)
     width = int(max(split.steps["step"].max(), steps["step"].max())) + 1
     traced = pd.unique(step_keys(split.steps, width))  # hashed: np.unique sorts 800k keys
@@ -190,6 +192,8 @@ def _worker_extra(own: pd.DataFrame, traced: np.ndarray, val: pd.Series | None =
     inside = traced[pick][order]
     after = np.concatenate([[False], inside[:-1]]) & ~inside  # the step in which the capture is stopped and written
     clean = ~inside & ~after & (samples > 0)
+    if "_again" in own:
+        clean &= ~own["_again"].to_numpy()[pick][order]
     if not clean.any():
         return None
     rate = float(pd.Series(duration[clean] / samples[clean]).median())  # seconds per sample, untraced

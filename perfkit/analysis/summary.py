@@ -60,6 +60,20 @@ def final_attempt(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["attempt"] == last]
 
 
+def recompiled(steps: pd.DataFrame) -> np.ndarray:
+    """Which rows of ``steps`` are the first step a restarted attempt ran (attempt > 0): the step function is
+    traced and compiled again there, and the workers rejoin."""
+    out = np.zeros(len(steps), dtype=bool)
+    later = np.flatnonzero(steps["attempt"].to_numpy() > 0) if "attempt" in steps.columns else []
+    if not len(later):
+        return out
+    order = steps.iloc[later][["worker", "attempt", "epoch", "step"]].reset_index(drop=True)
+    order = order.sort_values(["worker", "attempt", "epoch", "step"], kind="stable")
+    first = ~order.duplicated(["worker", "attempt"])
+    out[later[order.index[first.to_numpy()]]] = True
+    return out
+
+
 # Validation metrics first (the first two are what `perfkit runs` shows), then the training ones.
 EPOCH_METRICS = ("val_accuracy", "val_auc", "val_loss", "val_precision", "val_recall", "loss", "accuracy", "auc")
 

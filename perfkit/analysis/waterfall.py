@@ -13,7 +13,10 @@ time adds, speedups do not. For each run, each part of a steady epoch is measure
   slowest worker), each divided by the global samples of the compared steps;
 - from the step and epoch records of the steady epochs: ``outside`` (an epoch's time beyond its steps:
   validation, callbacks, the gaps between steps; not the capture's stop in a validation, which is the
-  window's) and ``trace`` (the time perfkit's trace window added, ``overheads.window_cost``).
+  window's), ``trace`` (the time perfkit's trace window added, ``overheads.window_cost``) and ``restart``
+  (the first step of an attempt a restart ran, over the untraced pace: the step function traced and
+  compiled again, the workers rejoining). The steps are the final attempts' (as the steady epoch's time):
+  a lost attempt's are not in a steady epoch; the whole command's level counts them.
 
 The ideal is the compute the run was given over the baseline's: its worker hosts' cores (their CPU budgets
 where emulated, else their declared cores) over the baseline's; 4 workers on the baseline's own 2 cores have
@@ -33,14 +36,10 @@ import math
 from enum import Enum
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from perfkit.analysis.advice.records import CauseKind
-from perfkit.analysis.cpu import host_budgets, worker_hosts
-from perfkit.analysis.overheads import Oversubscription, WindowCost
-from perfkit.analysis.stragglers import StepSplit, step_keys
-from perfkit.results import RunMeta, RunRecord
+from perfkit.results import RunMeta
 
 
 class Term(str, Enum):
@@ -54,6 +53,7 @@ class Term(str, Enum):
     WAIT = "wait"
     OUTSIDE = "outside_steps"
     TRACE = "trace_window"
+    RESTART = "restart"
     UNEXPLAINED = "not_explained"
 
     @property
@@ -69,14 +69,11 @@ _WORDS = {
     Term.COMPUTE: "compute", Term.FRAMEWORK: "per-step framework time", Term.CONTENTION: "CPU contention",
     Term.INPUT: "input", Term.ALLREDUCE: "the all-reduce not hidden under compute",
     Term.WAIT: "waiting for the slowest worker", Term.OUTSIDE: "time outside the steps (validation, callbacks)",
-    Term.TRACE: "perfkit's trace window", Term.UNEXPLAINED: "not explained",
+    Term.TRACE: "perfkit's trace window", Term.RESTART: "a restart's first step",
+    Term.UNEXPLAINED: "not explained",
 }
 MEASURED = tuple(t for t in Term if t is not Term.UNEXPLAINED)
 SPLIT_TERMS = (Term.COMPUTE, Term.FRAMEWORK, Term.CONTENTION, Term.INPUT, Term.ALLREDUCE, Term.WAIT)
-# Where a part that one side could not measure is counted, on both sides alike: an estimated split folds
-# framework time into busy time and input into the collective; a run without any split has only its steps.
-_HOME = {Term.FRAMEWORK: Term.COMPUTE, Term.CONTENTION: Term.COMPUTE, Term.INPUT: Term.ALLREDUCE,
-         Term.ALLREDUCE: Term.COMPUTE, Term.WAIT: Term.COMPUTE}
 # The waterfall term each cause of advice is part of (a tune run of that advice checks it); validation is in
 # the outside-the-steps term with the rest of an epoch's edges, so its advice checks no term alone.
 TERM_OF_CAUSE = {CauseKind.REDUCTIONS: Term.ALLREDUCE, CauseKind.GRADIENTS: Term.ALLREDUCE,
@@ -88,119 +85,6 @@ ROW_COLUMNS = [t.column for t in MEASURED] + [STEPS, CORES]
 CHECK_COLUMNS = ["checked_by", "predicted_speedup", "measured_speedup"]
 COLUMNS = ["run_id", "level", "order", "term", "words", "run_s", "ideal_s", "lost_s", "share", "speedup_lost",
            "speedup_after", *CHECK_COLUMNS]
-
-
-def run_parts(record: RunRecord, epochs: pd.DataFrame, split: StepSplit | None, trace: pd.DataFrame | None,
-              window: WindowCost | None, oversub: Oversubscription | None) -> dict[str, float]:
-    """One run's parts of a steady epoch, seconds per 1,000 samples (NaN: not measured), and its cores."""
-    out = dict.fromkeys(ROW_COLUMNS, math.nan)
-    out[CORES] = compute_cores(record.run)
-    steady = _steady(epochs)
-    samples = float(steady["samples"].sum()) if not steady.empty else 0.0
-    if samples <= 0 or record.steps.empty or "samples" not in record.steps:
-        return out
-    per_1k = 1000.0 / samples
-    steps = record.steps[record.steps["epoch"].isin(steady["epoch"] - 1)]
-    steps_s = _mean_step_total(steps)
-    out[STEPS] = steps_s * per_1k
-    here = window if window is not None and window.epoch + 1 in set(steady["epoch"]) else None
-    trace_s = max(0.0, here.extra_s) if here is not None else 0.0
-    stop_s = min(max(0.0, here.stop_s), trace_s) if here is not None else 0.0  # in validation, not the steps
-    out[Term.TRACE.column] = trace_s * per_1k
-    out[Term.OUTSIDE.column] = (float(steady["epoch_s"].sum()) - steps_s - stop_s) * per_1k
-    if split is not None:
-        # traced steps no slower than the untraced ones: no profiler's cost to take out of them
-        r = 1.0 if here is not None and here.extra_s <= 0 else pace_factor(
-            record.steps, steps, split, here.pace_s if here is not None else math.nan)
-        out.update(_split_parts(split, trace, record.steps, oversub, r))
-    return out
-
-
-def pace_factor(every: pd.DataFrame, steady: pd.DataFrame, split: StepSplit, pace: float = math.nan) -> float:
-    """The untraced steps' pace over the traced steps', both in seconds per sample: a traced step runs slower
-    by the profiler's own cost, which the trace window term holds (``overheads.window_cost``: the traced
-    steps over ``pace``, the median untraced step of their epoch), so the split's parts are taken at the
-    untraced pace. The traced steps' mean (not their median) is what the split's parts add up to, so the
-    steps' time, the window's extra and the split agree but for how the untraced steps stray from their
-    median: what the trace did not see, left to ``not explained``. ``every``: all step records (the trace
-    may hold a first epoch's steps); ``steady``: the steady epochs' (the pace where no window is in them);
-    1 for a split estimated from CPU samples."""
-    if split.source != "trace" or every.empty:
-        return 1.0
-    width = int(max(split.steps["step"].max(), every["step"].max())) + 1
-    keys = pd.unique(step_keys(split.steps, width))
-    traced = every[np.isin(step_keys(every, width), keys)]
-    if not math.isfinite(pace):
-        own = steady[~np.isin(step_keys(steady, width), keys) & (steady["samples"] > 0)]
-        rates = (own["duration_s"] / own["samples"]).groupby(own["worker"]).median()
-        pace = float(rates.median()) if not rates.empty else math.nan
-    samples = float(traced["samples"].sum())
-    per_sample = float(traced["duration_s"].sum()) / samples if samples > 0 else math.nan
-    r = pace / per_sample
-    return r if math.isfinite(r) and r > 0 else 1.0
-
-
-def _steady(epochs: pd.DataFrame) -> pd.DataFrame:
-    """The epochs the steady figure is taken over: after the first (the only one, when there is one)."""
-    return epochs.iloc[1:] if len(epochs) > 1 else epochs
-
-
-def step_means(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per step (epoch, step) of ``steps``: its mean duration over the workers that recorded it, and its
-    global samples (the sum over them); the one reading of a synchronous step both the waterfall and
-    ``perfkit diff`` take."""
-    if steps.empty:
-        return np.array([]), np.array([])
-    codes, _ = pd.factorize(step_keys(steps, int(steps["step"].max()) + 1))
-    duration = np.bincount(codes, steps["duration_s"].to_numpy(float)) / np.bincount(codes)
-    samples = (np.bincount(codes, steps["samples"].to_numpy(float)) if "samples" in steps
-               else np.zeros(len(duration)))
-    return duration, samples
-
-
-def _mean_step_total(steps: pd.DataFrame) -> float:
-    """Sum over steps of the step's mean duration over the workers that recorded it."""
-    return float(step_means(steps)[0].sum())
-
-
-def _split_parts(split: StepSplit, trace: pd.DataFrame | None, steps: pd.DataFrame,
-                 oversub: Oversubscription | None, r: float) -> dict[str, float]:
-    """Per 1,000 samples of the compared steps: the split's terms, mean over workers and steps."""
-    df = split.steps
-    width = int(max(df["step"].max(), steps["step"].max())) + 1
-    keys = pd.unique(step_keys(df, width))
-    samples = float(steps["samples"].to_numpy(float)[np.isin(step_keys(steps, width), keys)].sum())
-    if samples <= 0:
-        return {}
-    # From per step to per 1,000 samples, at the untraced steps' pace: the profiler slows every part (a traced
-    # straggler also makes the others wait longer), so each is scaled alike (pace_factor).
-    scale = len(keys) * 1000.0 / samples * r
-    busy = float(df["busy_s"].mean())
-    framework = _framework(df, trace, width) if split.source == "trace" else math.nan
-    contention = min(oversub.waited_s, busy) if oversub is not None else 0.0
-    compute = busy - contention - (0.0 if math.isnan(framework) else framework)
-    transfer, wait, inputs = (float(df[c].mean()) for c in ("transfer_s", "wait_s", "input_s"))
-    return {Term.COMPUTE.column: compute * scale, Term.FRAMEWORK.column: framework * scale,
-            Term.CONTENTION.column: contention * scale, Term.INPUT.column: inputs * scale,
-            Term.ALLREDUCE.column: transfer * scale, Term.WAIT.column: wait * scale}
-
-
-def _framework(df: pd.DataFrame, trace: pd.DataFrame | None, width: int) -> float:
-    """Mean over the compared steps' rows of the trace's ``other_s`` (busy time in no op)."""
-    if trace is None or trace.empty or "other_s" not in trace:
-        return math.nan
-    keys = pd.unique(step_keys(df, width))
-    own = trace[np.isin(step_keys(trace, width), keys)]
-    return float(own["other_s"].astype(float).mean()) if not own.empty else math.nan
-
-
-def compute_cores(meta: RunMeta) -> float:
-    """Cores the run's workers were given: the sum over their hosts of each host's budget (applied, else
-    requested, else declared cores); NaN when no host's cores are recorded."""
-    budgets = host_budgets(meta)
-    hosts = set(worker_hosts(meta).values()) or {str(h.get("name")) for h in meta.cluster.hosts}
-    known = [budgets[h] for h in hosts if h in budgets]
-    return float(sum(known)) if known and len(known) == len(hosts) else math.nan
 
 
 def waterfall_table(runs: pd.DataFrame, baseline_id: str | None, goodput: pd.DataFrame | None = None
@@ -301,7 +185,7 @@ def _parts(row: Any) -> tuple[dict[Term, float], bool] | None:
     parts = {t: float(row.get(t.column, math.nan)) for t in MEASURED}
     split = any(math.isfinite(parts[t]) for t in SPLIT_TERMS)
     if not split:  # the steps as one part
-        parts[Term.COMPUTE] = steps - parts[Term.TRACE]
+        parts[Term.COMPUTE] = steps - parts[Term.TRACE] - _add(0.0, parts[Term.RESTART])
     return parts, split
 
 
@@ -314,7 +198,7 @@ def _fold(run: dict[Term, float], base: dict[Term, float], base_split: bool
     run, base = dict(run), dict(base)
     if not base_split:
         base.update({Term.ALLREDUCE: 0.0, Term.WAIT: 0.0, Term.CONTENTION: 0.0})
-    for term in (Term.FRAMEWORK, Term.INPUT, Term.CONTENTION, Term.WAIT, Term.ALLREDUCE):
+    for term in (Term.FRAMEWORK, Term.INPUT, Term.CONTENTION, Term.WAIT, Term.ALLREDUCE, Term.RESTART):
         if math.isfinite(run[term]) and math.isfinite(base[term]):
             continue
         estimated = term is Term.INPUT and not math.isfinite(run[term]) and math.isfinite(run[Term.ALLREDUCE])

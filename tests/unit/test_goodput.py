@@ -138,3 +138,26 @@ def test_the_captures_stop_in_a_validation_is_the_trace_windows_not_validations(
     assert row[Bucket.TRACE.column] == pytest.approx(1.0) and row[Bucket.VALIDATION.column] == pytest.approx(1.6)
     assert row[Bucket.PRODUCTIVE.column] == pytest.approx(5.0 - 0.6)  # the first step is no slower: no compile
     assert sum(row[b.column] for b in Bucket if b is not Bucket.CHECKPOINT) == pytest.approx(row["span_s"]) == 9.0
+
+
+def test_a_lost_attempt_and_a_restarts_first_step_are_the_restarts_not_productive() -> None:
+    """Epoch 0, then an attempt lost 4 steps into epoch 1 and a restart: the lost steps and the restarted
+    attempt's first step over its epoch's median are "between epochs, restarts", not training steps."""
+    import pandas as pd
+
+    from perfkit.analysis.goodput import _worker
+
+    def run(epoch: int, attempt: int, t0: float, times: list[float]) -> pd.DataFrame:
+        ends = t0 + pd.Series(times).cumsum()
+        return pd.DataFrame({"worker": 0, "epoch": epoch, "attempt": attempt, "step": range(len(times)),
+                             "duration_s": times,
+                             "t_start_ns": ((ends - pd.Series(times)) * S).astype("int64"),
+                             "t_end_ns": (ends * S).astype("int64")})
+
+    steps = pd.concat([run(0, 0, 0.0, [0.5] * 10), run(1, 0, 6.0, [0.5] * 4), run(1, 1, 10.0, [2.5] + [0.5] * 9)])
+    epochs = pd.DataFrame({"worker": 0, "epoch": [0, 1], "attempt": [0, 1], "train_s": [5.0, 7.0], "val_s": [1.0, 1.0],
+                           "t_end_ns": [6 * S, 18 * S]})
+    row = _worker(0, steps, epochs, 0, -S, 19 * S, 0.0, (0.0, 0.0), float("nan"))
+    assert row[Bucket.PRODUCTIVE.column] == pytest.approx(10.0)
+    assert row[Bucket.OTHER.column] == pytest.approx(6.0)  # the lost 2 s, the 2 s restart, the 2 s first step
+    assert sum(row[b.column] for b in Bucket if b is not Bucket.CHECKPOINT) == pytest.approx(row["span_s"]) == 20.0

@@ -104,7 +104,7 @@ def test_the_verdict_terminal_json_and_html_carry_it(runs: Path) -> None:
     data = json.loads(_json(a))
     rows = data["waterfall"]
     assert {r["term"] for r in rows} == {"compute", "allreduce", "wait", "outside_steps", "trace_window",
-                                         "cpu_contention", "not_explained"}
+                                         "cpu_contention", "restart", "not_explained"}
     assert math.isclose(sum(r["lost_s"] for r in rows), (7.5 - 11.5 / 2) * EPOCH_1K, rel_tol=1e-9)
     assert set(rows[0]) == set(report_json.KEYS["waterfall"])
     assert "Where the speedup went: 20260101T000100Z-multi" in html.page(a)
@@ -180,7 +180,8 @@ def test_a_traced_steps_spike_and_the_captures_stop_are_counted_once() -> None:
     it over the others': the split is taken at that pace, so a slow traced step is the window's alone (not
     also the split's mean, as a median-over-median factor left it), and the stop is not also outside the steps."""
     from perfkit.analysis.overheads import window_cost
-    from perfkit.analysis.waterfall import STEPS, run_parts
+    from perfkit.analysis.waterfall import STEPS
+    from perfkit.analysis.waterfall_parts import run_parts
 
     traced_s = [0.33, 0.33, 0.33, 0.63, 0.33, 0.33]
     record, split, epochs = _record(traced_s, [1.0, 1.5, 1.0])
@@ -201,7 +202,7 @@ def test_traced_steps_no_slower_than_the_untraced_keep_their_own_pace() -> None:
     make them) has no profiler's cost to take out: the split keeps the traced steps' own pace, and what the
     untraced steps took beyond it is not explained."""
     from perfkit.analysis.overheads import window_cost
-    from perfkit.analysis.waterfall import run_parts
+    from perfkit.analysis.waterfall_parts import run_parts
 
     record, split, epochs = _record([0.25] * 6, [1.0, 1.0, 1.0])
     window = window_cost(split, record)
@@ -209,3 +210,32 @@ def test_traced_steps_no_slower_than_the_untraced_keep_their_own_pace() -> None:
     parts = run_parts(record, epochs, split, None, window, None)
     assert parts[Term.TRACE.column] == 0.0
     assert parts[Term.COMPUTE.column] == pytest.approx(16 * 0.25 * 1000 / 2048)
+
+
+def test_a_restarts_first_step_is_its_own_term_and_a_lost_attempt_is_no_part_of_the_steady_epoch() -> None:
+    """A restart in the window's epoch: the lost attempt's steps are not in the steady epoch (its time is the
+    final attempt's), the restarted attempt's first step over the untraced pace is the restart term (and no
+    measure of that pace), and the steps' account still adds up."""
+    from perfkit.analysis.overheads import window_cost
+    from perfkit.analysis.summary import recompiled
+    from perfkit.analysis.waterfall import STEPS
+    from perfkit.analysis.waterfall_parts import run_parts
+
+    traced_s = [0.33] * 6
+    record, split, epochs = _record(traced_s, [1.0, 1.0, 1.0])
+    steps = record.steps.assign(attempt=(record.steps["epoch"] > 0).astype(int))
+    first = (steps["epoch"] == 1) & (steps["step"] == 0)
+    steps.loc[first, "duration_s"] = 2.3  # compiled again, the workers rejoining: 2.0 s over the pace
+    lost = steps[(steps["epoch"] == 1) & (steps["step"] < 4)].assign(attempt=0, duration_s=0.9)
+    record = type(record)(record.path, record.run, pd.concat([steps, lost], ignore_index=True), record.epochs,
+                          record.cpu, record.system)
+    assert recompiled(record.steps).sum() == 2  # one a worker
+    epochs.loc[1, "epoch_s"] += 2.0
+    window = window_cost(split, record)
+    assert window is not None and window.pace_s == pytest.approx(0.3 / 64)  # step 1 only: not the restart's
+    parts = run_parts(record, epochs, split, None, window, None)
+    per_1k = 1000 / 2048
+    assert parts[STEPS] == pytest.approx((16 * 0.3 + 6 * 0.03 + 2.0) * per_1k)  # the final attempts' steps
+    assert parts[Term.RESTART.column] == pytest.approx(2.0 * per_1k)
+    split_s = sum(parts[t.column] for t in (Term.COMPUTE, Term.ALLREDUCE, Term.WAIT, Term.INPUT, Term.CONTENTION))
+    assert parts[STEPS] == pytest.approx(split_s + parts[Term.TRACE.column] + parts[Term.RESTART.column])

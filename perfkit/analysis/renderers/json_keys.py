@@ -121,7 +121,7 @@ KEYS: dict[str, dict[str, str]] = {
         **{f"wf_{t}_s": f"this run's {t.replace('_', ' ')} part of a steady epoch, seconds per 1,000 samples "
            "(waterfall[] sets it against the baseline's)" for t in ("compute", "framework", "cpu_contention",
                                                                    "input", "allreduce", "wait", "outside_steps",
-                                                                   "trace_window")},
+                                                                   "trace_window", "restart")},
     },
     "epochs": {
         "run_id": "run id", "epoch": "1-based epoch", "epoch_s": "train_s + val_s (worker 0)",
@@ -240,11 +240,12 @@ KEYS: dict[str, dict[str, str]] = {
         "straggler": "this worker computed longest in this step"},
     "waterfall": {
         "run_id": "the run (every synchronous run but the baseline)", "level": "steady: a steady epoch (the "
-        "verdict's speedup), its terms the step split's parts, time outside the steps and the trace window; "
+        "verdict's speedup), its terms the step split's parts, time outside the steps, the trace window and a "
+        "restart's first step; "
         "command: the whole command, its terms the goodput ledger's buckets (goodput[] term names), per 1,000 "
         "samples trained", "order": "0 for the largest loss; the last "
         "row is not_explained", "term": "steady: compute, framework, cpu_contention, input, allreduce, "
-        "wait, outside_steps, trace_window; command: the goodput buckets; both end with not_explained "
+        "wait, outside_steps, trace_window, restart; command: the goodput buckets; both end with not_explained "
         "(docs/figures.md)", "words": "the term in words",
         "run_s": "the run's part, seconds per 1,000 samples of a steady epoch (null for not_explained)",
         "ideal_s": "the baseline's part / ideal_speedup: the part if the baseline's work were spread perfectly "
@@ -263,14 +264,16 @@ KEYS: dict[str, dict[str, str]] = {
         "first step", "compile_s": "its first step over the median step of that epoch (tracing and compiling the "
         "step function)", "productive_s": "its steps, less compile, input and the trace window: productive "
         "training", "input_s": "the split's mean input per step x its steps (0 without a traced input)",
-        "trace_window_s": "what perfkit's trace window added (trace_window_s of the run)", "between_steps_s":
+        "trace_window_s": "what perfkit's trace window added (trace_window_s of the run), its capture's "
+        "stop in a validation included", "between_steps_s":
         "its epochs' training time beyond their steps: callbacks, the recorder, the iterator",
-        "validation_s": "its epochs' validation", "between_epochs_s": "the rest of its first step to its last "
-        "epoch's end: between epochs, and earlier attempts of a restarted epoch", "end_s": "its last epoch's end "
-        "to the command's end: waiting for the others, teardown", "checkpoint_s": "its checkpoint saves (tf.train "
-        "checkpoints, Keras ModelCheckpoint and BackupAndRestore), taken out of between_epochs, then "
-        "between_steps; null: not timed (a run recorded before perfkit timed them)", "goodput": "productive_s / "
-        "span_s"},
+        "validation_s": "its epochs' validation, less the trace window's capture stopped in one",
+        "between_epochs_s": "the rest of its first step to its last epoch's end: between epochs, earlier "
+        "attempts of a restarted epoch and a restart's first step over its epoch's median",
+        "end_s": "its last epoch's end to the command's end: waiting for the others, teardown",
+        "checkpoint_s": "its checkpoint saves (tf.train checkpoints, Keras ModelCheckpoint and "
+        "BackupAndRestore), taken out of between_epochs, then between_steps; null: not timed (a run recorded "
+        "before perfkit timed them)", "goodput": "productive_s / span_s"},
     "startup": {
         "run_id": "the run", "worker": "worker index", "phase": 'launcher (the command\'s start to the process\'s), '
         'python (the process\'s start to its first state: the interpreter and perfkit\'s imports), then each state '

@@ -1,0 +1,153 @@
+"""One run's parts of a steady epoch, the speedup waterfall's input (analysis/waterfall.py holds the account
+and says what each part is): in seconds per 1,000 samples of the epochs after the first, from the run's own
+step and epoch records (its final attempts) and its step split."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from perfkit.analysis.cpu import host_budgets, worker_hosts
+from perfkit.analysis.overheads import Oversubscription, WindowCost
+from perfkit.analysis.stragglers import StepSplit, step_keys
+from perfkit.analysis.summary import final_attempt, recompiled
+from perfkit.analysis.waterfall import CORES, ROW_COLUMNS, STEPS, Term
+from perfkit.results import RunMeta, RunRecord
+
+
+def run_parts(record: RunRecord, epochs: pd.DataFrame, split: StepSplit | None, trace: pd.DataFrame | None,
+              window: WindowCost | None, oversub: Oversubscription | None) -> dict[str, float]:
+    """One run's parts of a steady epoch, seconds per 1,000 samples (NaN: not measured), and its cores."""
+    out = dict.fromkeys(ROW_COLUMNS, math.nan)
+    out[CORES] = compute_cores(record.run)
+    steady = _steady(epochs)
+    samples = float(steady["samples"].sum()) if not steady.empty else 0.0
+    every = final_attempt(record.steps)  # as the steady epoch's own time: a restart's lost steps are not in it
+    if samples <= 0 or every.empty or "samples" not in every:
+        return out
+    per_1k = 1000.0 / samples
+    steps = every[every["epoch"].isin(steady["epoch"] - 1)]
+    steps_s = _mean_step_total(steps)
+    out[STEPS] = steps_s * per_1k
+    here = window if window is not None and window.epoch + 1 in set(steady["epoch"]) else None
+    trace_s = max(0.0, here.extra_s) if here is not None else 0.0
+    stop_s = min(max(0.0, here.stop_s), trace_s) if here is not None else 0.0  # in validation, not the steps
+    out[Term.TRACE.column] = trace_s * per_1k
+    out[Term.OUTSIDE.column] = (float(steady["epoch_s"].sum()) - steps_s - stop_s) * per_1k
+    keys = _traced_keys(split, every)
+    pace = here.pace_s if here is not None else untraced_pace(steps, keys)
+    out[Term.RESTART.column] = _recompile_s(steps, pace) * per_1k
+    if split is not None:
+        # traced steps no slower than the untraced ones: no profiler's cost to take out of them
+        r = 1.0 if here is not None and here.extra_s <= 0 else pace_factor(every, keys, pace, split.source)
+        out.update(_split_parts(split, trace, every, oversub, r))
+    return out
+
+
+def _traced_keys(split: StepSplit | None, every: pd.DataFrame) -> tuple[np.ndarray, int]:
+    """The traced steps' (epoch, step) keys (none without a traced split) and the key width."""
+    width = int(max(split.steps["step"].max() if split is not None else 0, every["step"].max())) + 1
+    traced = split is not None and split.source == "trace"
+    return (pd.unique(step_keys(split.steps, width)) if traced else np.array([], dtype="int64")), width
+
+
+def untraced_pace(steps: pd.DataFrame, keys: tuple[np.ndarray, int]) -> float:
+    """Seconds per sample of ``steps``' untraced steps (not a restart's first): each worker's median, median
+    over the workers (as ``overheads.window_cost`` finds the window's epoch's); NaN without one."""
+    own = steps[~np.isin(step_keys(steps, keys[1]), keys[0]) & (steps["samples"] > 0) & ~recompiled(steps)]
+    rates = (own["duration_s"] / own["samples"]).groupby(own["worker"]).median()
+    return float(rates.median()) if not rates.empty else math.nan
+
+
+def pace_factor(every: pd.DataFrame, keys: tuple[np.ndarray, int], pace: float, source: str = "trace") -> float:
+    """``pace`` (seconds per sample of the untraced steps) over the traced steps' mean: a traced step runs
+    slower by the profiler's own cost, which the trace window term holds (``overheads.window_cost``: the
+    traced steps over the same pace), so the split's parts are taken at the untraced pace. The traced steps'
+    mean (not their median) is what the split's parts add up to, so the steps' time, the window's extra and
+    the split agree but for how the untraced steps stray from their median: what no trace saw, left to
+    ``not explained``. ``every``: the final attempts' step records (a trace may hold a first epoch's steps);
+    1 for a split estimated from CPU samples."""
+    traced = every[np.isin(step_keys(every, keys[1]), keys[0])]
+    samples = float(traced["samples"].sum())
+    if source != "trace" or samples <= 0:
+        return 1.0
+    r = pace / (float(traced["duration_s"].sum()) / samples)
+    return r if math.isfinite(r) and r > 0 else 1.0
+
+
+def _recompile_s(steps: pd.DataFrame, pace: float) -> float:
+    """Seconds the first step of each restarted attempt in ``steps`` took over ``pace`` (the step function
+    traced and compiled again, the workers rejoining), mean over the workers: a restart's cost inside the
+    steady epochs."""
+    again = steps[recompiled(steps)]
+    if again.empty:
+        return 0.0
+    if not math.isfinite(pace):
+        return math.nan
+    excess = (again["duration_s"] - pace * again["samples"]).clip(lower=0.0)
+    return float(excess.sum()) / max(1, steps["worker"].nunique())
+
+
+def _steady(epochs: pd.DataFrame) -> pd.DataFrame:
+    """The epochs the steady figure is taken over: after the first (the only one, when there is one)."""
+    return epochs.iloc[1:] if len(epochs) > 1 else epochs
+
+
+def step_means(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per step (epoch, step) of ``steps``: its mean duration over the workers that recorded it, and its
+    global samples (the sum over them); the one reading of a synchronous step both the waterfall and
+    ``perfkit diff`` take."""
+    if steps.empty:
+        return np.array([]), np.array([])
+    codes, _ = pd.factorize(step_keys(steps, int(steps["step"].max()) + 1))
+    duration = np.bincount(codes, steps["duration_s"].to_numpy(float)) / np.bincount(codes)
+    samples = (np.bincount(codes, steps["samples"].to_numpy(float)) if "samples" in steps
+               else np.zeros(len(duration)))
+    return duration, samples
+
+
+def _mean_step_total(steps: pd.DataFrame) -> float:
+    """Sum over steps of the step's mean duration over the workers that recorded it."""
+    return float(step_means(steps)[0].sum())
+
+
+def _split_parts(split: StepSplit, trace: pd.DataFrame | None, steps: pd.DataFrame,
+                 oversub: Oversubscription | None, r: float) -> dict[str, float]:
+    """Per 1,000 samples of the compared steps: the split's terms, mean over workers and steps."""
+    df = split.steps
+    width = int(max(df["step"].max(), steps["step"].max())) + 1
+    keys = pd.unique(step_keys(df, width))
+    samples = float(steps["samples"].to_numpy(float)[np.isin(step_keys(steps, width), keys)].sum())
+    if samples <= 0:
+        return {}
+    # From per step to per 1,000 samples, at the untraced steps' pace: the profiler slows every part (a traced
+    # straggler also makes the others wait longer), so each is scaled alike (pace_factor).
+    scale = len(keys) * 1000.0 / samples * r
+    busy = float(df["busy_s"].mean())
+    framework = _framework(df, trace, width) if split.source == "trace" else math.nan
+    contention = min(oversub.waited_s, busy) if oversub is not None else 0.0
+    compute = busy - contention - (0.0 if math.isnan(framework) else framework)
+    transfer, wait, inputs = (float(df[c].mean()) for c in ("transfer_s", "wait_s", "input_s"))
+    return {Term.COMPUTE.column: compute * scale, Term.FRAMEWORK.column: framework * scale,
+            Term.CONTENTION.column: contention * scale, Term.INPUT.column: inputs * scale,
+            Term.ALLREDUCE.column: transfer * scale, Term.WAIT.column: wait * scale}
+
+
+def _framework(df: pd.DataFrame, trace: pd.DataFrame | None, width: int) -> float:
+    """Mean over the compared steps' rows of the trace's ``other_s`` (busy time in no op)."""
+    if trace is None or trace.empty or "other_s" not in trace:
+        return math.nan
+    keys = pd.unique(step_keys(df, width))
+    own = trace[np.isin(step_keys(trace, width), keys)]
+    return float(own["other_s"].astype(float).mean()) if not own.empty else math.nan
+
+
+def compute_cores(meta: RunMeta) -> float:
+    """Cores the run's workers were given: the sum over their hosts of each host's budget (applied, else
+    requested, else declared cores); NaN when no host's cores are recorded."""
+    budgets = host_budgets(meta)
+    hosts = set(worker_hosts(meta).values()) or {str(h.get("name")) for h in meta.cluster.hosts}
+    known = [budgets[h] for h in hosts if h in budgets]
+    return float(sum(known)) if known and len(known) == len(hosts) else math.nan
