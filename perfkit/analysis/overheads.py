@@ -75,7 +75,7 @@ class WindowCost:
     # workers): time an epoch's account holds outside its steps.
     stop_s: float = 0.0
     # Seconds per sample of that epoch's untraced steps (median over the workers): the pace the traced steps'
-    # extra is counted against, and the one the waterfall takes their split to (waterfall.pace_factor).
+    # extra is counted against, and the one the waterfall takes their split to (waterfall_parts.pace_factor).
     pace_s: float = math.nan
 
 

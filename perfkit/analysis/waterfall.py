@@ -5,8 +5,9 @@ The unit the terms add in is **seconds per 1,000 samples of a steady epoch** (ep
 time adds, speedups do not. For each run, each part of a steady epoch is measured on its own:
 
 - from the step split (``stragglers.StepSplit``: the trace window's steps, or every steady step estimated
-  from CPU samples), per step and mean over the workers, at the untraced steps' pace (``pace_factor``: the
-  profiler slows every part of a traced step, and the trace window term holds what it cost): ``compute``
+  from CPU samples), per step and mean over the workers, at each steady epoch's untraced pace
+  (``waterfall_parts.pace_factor``: the profiler slows every part of a traced step, and the trace window
+  term holds what it cost; a machine's load, every part of an epoch's steps): ``compute``
   (ops' self time), ``framework`` (busy time in no op: the runtime's per-step work), ``contention`` (busy
   time a worker of an oversubscribed host waited for a core: ``overheads.oversubscription``, taken out of
   compute), ``input``, ``allreduce`` (the exposed all-reduce every worker paid) and ``wait`` (for the

@@ -37,11 +37,11 @@ def run_parts(record: RunRecord, epochs: pd.DataFrame, split: StepSplit | None, 
     out[Term.TRACE.column] = trace_s * per_1k
     out[Term.OUTSIDE.column] = (float(steady["epoch_s"].sum()) - steps_s - stop_s) * per_1k
     keys = _traced_keys(split, every)
-    pace = here.pace_s if here is not None else untraced_pace(steps, keys)
-    out[Term.RESTART.column] = _recompile_s(steps, pace) * per_1k
+    traced = _traced_pace(every, keys)
+    paces = epoch_paces(steps, keys, here, traced)
+    out[Term.RESTART.column] = _recompile_s(steps, paces) * per_1k
     if split is not None:
-        # traced steps no slower than the untraced ones: no profiler's cost to take out of them
-        r = 1.0 if here is not None and here.extra_s <= 0 else pace_factor(every, keys, pace, split.source)
+        r = pace_factor(steps, paces, traced) if split.source == "trace" else 1.0
         out.update(_split_parts(split, trace, every, oversub, r))
     return out
 
@@ -53,40 +53,53 @@ def _traced_keys(split: StepSplit | None, every: pd.DataFrame) -> tuple[np.ndarr
     return (pd.unique(step_keys(split.steps, width)) if traced else np.array([], dtype="int64")), width
 
 
-def untraced_pace(steps: pd.DataFrame, keys: tuple[np.ndarray, int]) -> float:
-    """Seconds per sample of ``steps``' untraced steps (not a restart's first): each worker's median, median
-    over the workers (as ``overheads.window_cost`` finds the window's epoch's); NaN without one."""
-    own = steps[~np.isin(step_keys(steps, keys[1]), keys[0]) & (steps["samples"] > 0) & ~recompiled(steps)]
-    rates = (own["duration_s"] / own["samples"]).groupby(own["worker"]).median()
-    return float(rates.median()) if not rates.empty else math.nan
-
-
-def pace_factor(every: pd.DataFrame, keys: tuple[np.ndarray, int], pace: float, source: str = "trace") -> float:
-    """``pace`` (seconds per sample of the untraced steps) over the traced steps' mean: a traced step runs
-    slower by the profiler's own cost, which the trace window term holds (``overheads.window_cost``: the
-    traced steps over the same pace), so the split's parts are taken at the untraced pace. The traced steps'
-    mean (not their median) is what the split's parts add up to, so the steps' time, the window's extra and
-    the split agree but for how the untraced steps stray from their median: what no trace saw, left to
-    ``not explained``. ``every``: the final attempts' step records (a trace may hold a first epoch's steps);
-    1 for a split estimated from CPU samples."""
+def _traced_pace(every: pd.DataFrame, keys: tuple[np.ndarray, int]) -> float:
+    """Seconds per sample of the traced steps, their mean: what the split's parts add up to (NaN: none)."""
     traced = every[np.isin(step_keys(every, keys[1]), keys[0])]
     samples = float(traced["samples"].sum())
-    if source != "trace" or samples <= 0:
-        return 1.0
-    r = pace / (float(traced["duration_s"].sum()) / samples)
+    return float(traced["duration_s"].sum()) / samples if samples > 0 else math.nan
+
+
+def epoch_paces(steps: pd.DataFrame, keys: tuple[np.ndarray, int], here: WindowCost | None,
+                traced: float) -> pd.Series:
+    """Epoch -> seconds per sample of its untraced steps (not a restart's first): each worker's median, median
+    over the workers, as ``overheads.window_cost`` finds the window's epoch's, which that epoch takes (or,
+    where the window cost nothing measurable, the traced steps' own ``traced`` pace: no profiler's cost to
+    take out of them). An epoch without one is missing."""
+    own = steps[~np.isin(step_keys(steps, keys[1]), keys[0]) & (steps["samples"] > 0) & ~recompiled(steps)]
+    rates = (own["duration_s"] / own["samples"]).groupby([own["epoch"], own["worker"]]).median()
+    paces = rates.groupby(level=0).median() if not rates.empty else pd.Series(dtype=float)
+    if here is not None:
+        paces.loc[here.epoch] = here.pace_s if here.extra_s > 0 else traced
+    return paces.dropna()
+
+
+def pace_factor(steps: pd.DataFrame, paces: pd.Series, traced: float) -> float:
+    """The steady steps' untraced pace (each epoch's, weighted by its samples) over the traced steps' mean:
+    a traced step runs slower by the profiler's own cost, which the trace window term holds
+    (``overheads.window_cost``: the traced steps over their epoch's pace), so the split's parts are taken at
+    the untraced pace, and each epoch at its own (a machine's load drifts from epoch to epoch: every part is
+    taken to slow alike, as under the profiler). The traced steps' mean (not their median) is what the
+    split's parts add up to, so the steps' time, the window's extra and the split agree but for how the
+    untraced steps stray from their epoch's median: what no trace saw, left to ``not explained``. 1 where
+    no pace is known."""
+    weights = steps.groupby("epoch")["samples"].sum().astype(float)
+    pace = paces.reindex(weights.index).fillna(traced)
+    r = float((pace * weights).sum() / weights.sum()) / traced if weights.sum() > 0 else math.nan
     return r if math.isfinite(r) and r > 0 else 1.0
 
 
-def _recompile_s(steps: pd.DataFrame, pace: float) -> float:
-    """Seconds the first step of each restarted attempt in ``steps`` took over ``pace`` (the step function
-    traced and compiled again, the workers rejoining), mean over the workers: a restart's cost inside the
-    steady epochs."""
+def _recompile_s(steps: pd.DataFrame, paces: pd.Series) -> float:
+    """Seconds the first step of each restarted attempt in ``steps`` took over its epoch's pace (the step
+    function traced and compiled again, the workers rejoining), mean over the workers: a restart's cost
+    inside the steady epochs."""
     again = steps[recompiled(steps)]
     if again.empty:
         return 0.0
-    if not math.isfinite(pace):
+    pace = again["epoch"].map(paces).to_numpy(float)
+    if not np.isfinite(pace).all():
         return math.nan
-    excess = (again["duration_s"] - pace * again["samples"]).clip(lower=0.0)
+    excess = np.clip(again["duration_s"].to_numpy(float) - pace * again["samples"].to_numpy(float), 0.0, None)
     return float(excess.sum()) / max(1, steps["worker"].nunique())
 
 

@@ -199,8 +199,8 @@ def test_a_traced_steps_spike_and_the_captures_stop_are_counted_once() -> None:
 
 def test_traced_steps_no_slower_than_the_untraced_keep_their_own_pace() -> None:
     """A window that cost nothing measurable (its steps quicker than the untraced, as a loaded machine can
-    make them) has no profiler's cost to take out: the split keeps the traced steps' own pace, and what the
-    untraced steps took beyond it is not explained."""
+    make them) has no profiler's cost to take out: its epoch keeps the traced steps' own pace (what its
+    untraced steps took beyond it is not explained), the next epoch its own."""
     from perfkit.analysis.overheads import window_cost
     from perfkit.analysis.waterfall_parts import run_parts
 
@@ -209,7 +209,25 @@ def test_traced_steps_no_slower_than_the_untraced_keep_their_own_pace() -> None:
     assert window is not None and window.extra_s < 0
     parts = run_parts(record, epochs, split, None, window, None)
     assert parts[Term.TRACE.column] == 0.0
-    assert parts[Term.COMPUTE.column] == pytest.approx(16 * 0.25 * 1000 / 2048)
+    assert parts[Term.COMPUTE.column] == pytest.approx((8 * 0.25 + 8 * 0.3) * 1000 / 2048)
+
+
+def test_each_steady_epoch_is_taken_at_its_own_pace() -> None:
+    """A machine whose load drifts between epochs: the split (measured in the window's epoch) is taken to
+    each steady epoch at that epoch's untraced pace, so a slower later epoch is no part of "not explained"."""
+    from perfkit.analysis.overheads import window_cost
+    from perfkit.analysis.waterfall import STEPS
+    from perfkit.analysis.waterfall_parts import run_parts
+
+    traced_s = [0.33] * 6
+    record, split, epochs = _record(traced_s, [1.0, 1.0, 1.0])
+    steps = record.steps.assign(duration_s=record.steps["duration_s"].where(record.steps["epoch"] != 2, 0.36))
+    record = type(record)(record.path, record.run, steps, record.epochs, record.cpu, record.system)
+    epochs.loc[2, "epoch_s"] = 8 * 0.36 + 1.0
+    parts = run_parts(record, epochs, split, None, window_cost(split, record), None)
+    per_1k = 1000 / 2048
+    assert parts[Term.COMPUTE.column] == pytest.approx((8 * 0.3 + 8 * 0.36) * per_1k)
+    assert parts[STEPS] == pytest.approx(parts[Term.COMPUTE.column] + parts[Term.TRACE.column])
 
 
 def test_a_restarts_first_step_is_its_own_term_and_a_lost_attempt_is_no_part_of_the_steady_epoch() -> None:
