@@ -21,7 +21,7 @@ def waterfall_line(row: Any, waterfall: pd.DataFrame) -> str:
     took = [f"{t.words} {_took(t.speedup_lost)}{_checked(t)}" for t in big.itertuples(index=False)]
     small = terms[terms["share"].abs() < 0.02]
     if not small.empty:
-        others = "the other term" if len(small) == 1 else f"the other {len(small)} terms together"
+        others = small["words"].iloc[0] if len(small) == 1 else f"the other {len(small)} terms together"
         took.append(f"{others} {_took(small['speedup_lost'].sum())}")
     given = f"{row.ideal_speedup:.2f}x that its compute could give ({num(row.wf_cores)} cores against the baseline's"
     base_cores = row.wf_cores / row.ideal_speedup

@@ -257,3 +257,21 @@ def test_a_restarts_first_step_is_its_own_term_and_a_lost_attempt_is_no_part_of_
     assert parts[Term.RESTART.column] == pytest.approx(2.0 * per_1k)
     split_s = sum(parts[t.column] for t in (Term.COMPUTE, Term.ALLREDUCE, Term.WAIT, Term.INPUT, Term.CONTENTION))
     assert parts[STEPS] == pytest.approx(split_s + parts[Term.TRACE.column] + parts[Term.RESTART.column])
+
+
+def test_the_verdict_names_a_lone_small_term_and_counts_several() -> None:
+    from types import SimpleNamespace
+
+    from perfkit.analysis.account import waterfall_line
+
+    def line(small: list[tuple[str, float]]) -> str:
+        rows = [("wait", "waiting for the slowest worker", 0.5, 0.3)]
+        rows += [(t, words, 0.01, lost) for t, (words, lost) in zip(("input", "restart"), small)]
+        rows.append(("not_explained", "not explained", 0.0, 0.0))
+        w = pd.DataFrame([{"run_id": "r", "level": "steady", "term": t, "words": words, "share": share,
+                           "speedup_lost": lost} for t, words, share, lost in rows])
+        return waterfall_line(SimpleNamespace(run_id="r", ideal_speedup=1.0, wf_cores=2.0, speedup=0.5), w)
+
+    assert "waiting for the slowest worker took 0.30x, input took 0.01x; not explained" in line([("input", 0.01)])
+    two = line([("input", 0.01), ("a restart's first step", 0.0)])
+    assert "the other 2 terms together took 0.01x" in two and "input" not in two
