@@ -36,21 +36,17 @@ def run_parts(record: RunRecord, epochs: pd.DataFrame, split: StepSplit | None, 
     stop_s = min(max(0.0, here.stop_s), trace_s) if here is not None else 0.0  # in validation, not the steps
     out[Term.TRACE.column] = trace_s * per_1k
     out[Term.OUTSIDE.column] = (float(steady["epoch_s"].sum()) - steps_s - stop_s) * per_1k
-    keys = _traced_keys(split, every)
+    width = int(max(split.steps["step"].max() if split is not None else 0, every["step"].max())) + 1
+    compared = pd.unique(step_keys(split.steps, width)) if split is not None else np.array([], dtype="int64")
+    keys = (compared if split is not None and split.source == "trace" else np.array([], dtype="int64"), width)
     traced = _traced_pace(every, keys)
-    paces = epoch_paces(steps, keys, here, traced)
-    out[Term.RESTART.column] = _recompile_s(steps, paces) * per_1k
+    again = recompiled(steps)  # a restart's first steps: read once, for the paces and the restart term
+    paces = epoch_paces(steps, keys, here, traced, again)
+    out[Term.RESTART.column] = _recompile_s(steps, paces, again) * per_1k
     if split is not None:
         r = pace_factor(steps, paces, traced) if split.source == "trace" else 1.0
-        out.update(_split_parts(split, trace, every, oversub, r))
+        out.update(_split_parts(split, trace, every, oversub, r, (compared, width)))
     return out
-
-
-def _traced_keys(split: StepSplit | None, every: pd.DataFrame) -> tuple[np.ndarray, int]:
-    """The traced steps' (epoch, step) keys (none without a traced split) and the key width."""
-    width = int(max(split.steps["step"].max() if split is not None else 0, every["step"].max())) + 1
-    traced = split is not None and split.source == "trace"
-    return (pd.unique(step_keys(split.steps, width)) if traced else np.array([], dtype="int64")), width
 
 
 def _traced_pace(every: pd.DataFrame, keys: tuple[np.ndarray, int]) -> float:
@@ -61,12 +57,12 @@ def _traced_pace(every: pd.DataFrame, keys: tuple[np.ndarray, int]) -> float:
 
 
 def epoch_paces(steps: pd.DataFrame, keys: tuple[np.ndarray, int], here: WindowCost | None,
-                traced: float) -> pd.Series:
+                traced: float, again: np.ndarray) -> pd.Series:
     """Epoch -> seconds per sample of its untraced steps (not a restart's first): each worker's median, median
     over the workers, as ``overheads.window_cost`` finds the window's epoch's, which that epoch takes (or,
     where the window cost nothing measurable, the traced steps' own ``traced`` pace: no profiler's cost to
-    take out of them). An epoch without one is missing."""
-    own = steps[~np.isin(step_keys(steps, keys[1]), keys[0]) & (steps["samples"] > 0) & ~recompiled(steps)]
+    take out of them). ``again``: which rows are a restart's first step. An epoch without one is missing."""
+    own = steps[~np.isin(step_keys(steps, keys[1]), keys[0]) & (steps["samples"] > 0) & ~again]
     rates = (own["duration_s"] / own["samples"]).groupby([own["epoch"], own["worker"]]).median()
     paces = rates.groupby(level=0).median() if not rates.empty else pd.Series(dtype=float)
     if here is not None:
@@ -89,17 +85,17 @@ def pace_factor(steps: pd.DataFrame, paces: pd.Series, traced: float) -> float:
     return r if math.isfinite(r) and r > 0 else 1.0
 
 
-def _recompile_s(steps: pd.DataFrame, paces: pd.Series) -> float:
+def _recompile_s(steps: pd.DataFrame, paces: pd.Series, again: np.ndarray) -> float:
     """Seconds the first step of each restarted attempt in ``steps`` took over its epoch's pace (the step
     function traced and compiled again, the workers rejoining), mean over the workers: a restart's cost
     inside the steady epochs."""
-    again = steps[recompiled(steps)]
-    if again.empty:
+    first = steps[again]
+    if first.empty:
         return 0.0
-    pace = again["epoch"].map(paces).to_numpy(float)
+    pace = first["epoch"].map(paces).to_numpy(float)
     if not np.isfinite(pace).all():
         return math.nan
-    excess = np.clip(again["duration_s"].to_numpy(float) - pace * again["samples"].to_numpy(float), 0.0, None)
+    excess = np.clip(first["duration_s"].to_numpy(float) - pace * first["samples"].to_numpy(float), 0.0, None)
     return float(excess.sum()) / max(1, steps["worker"].nunique())
 
 
@@ -127,11 +123,12 @@ def _mean_step_total(steps: pd.DataFrame) -> float:
 
 
 def _split_parts(split: StepSplit, trace: pd.DataFrame | None, steps: pd.DataFrame,
-                 oversub: Oversubscription | None, r: float) -> dict[str, float]:
-    """Per 1,000 samples of the compared steps: the split's terms, mean over workers and steps."""
+                 oversub: Oversubscription | None, r: float, compared: tuple[np.ndarray, int]
+                 ) -> dict[str, float]:
+    """Per 1,000 samples of the compared steps (``compared``: the split's (epoch, step) keys and their
+    width): the split's terms, mean over workers and steps."""
     df = split.steps
-    width = int(max(df["step"].max(), steps["step"].max())) + 1
-    keys = pd.unique(step_keys(df, width))
+    keys, width = compared
     samples = float(steps["samples"].to_numpy(float)[np.isin(step_keys(steps, width), keys)].sum())
     if samples <= 0:
         return {}
@@ -139,7 +136,7 @@ def _split_parts(split: StepSplit, trace: pd.DataFrame | None, steps: pd.DataFra
     # straggler also makes the others wait longer), so each is scaled alike (pace_factor).
     scale = len(keys) * 1000.0 / samples * r
     busy = float(df["busy_s"].mean())
-    framework = _framework(df, trace, width) if split.source == "trace" else math.nan
+    framework = _framework(trace, compared) if split.source == "trace" else math.nan
     contention = min(oversub.waited_s, busy) if oversub is not None else 0.0
     compute = busy - contention - (0.0 if math.isnan(framework) else framework)
     transfer, wait, inputs = (float(df[c].mean()) for c in ("transfer_s", "wait_s", "input_s"))
@@ -148,12 +145,11 @@ def _split_parts(split: StepSplit, trace: pd.DataFrame | None, steps: pd.DataFra
             Term.ALLREDUCE.column: transfer * scale, Term.WAIT.column: wait * scale}
 
 
-def _framework(df: pd.DataFrame, trace: pd.DataFrame | None, width: int) -> float:
+def _framework(trace: pd.DataFrame | None, compared: tuple[np.ndarray, int]) -> float:
     """Mean over the compared steps' rows of the trace's ``other_s`` (busy time in no op)."""
     if trace is None or trace.empty or "other_s" not in trace:
         return math.nan
-    keys = pd.unique(step_keys(df, width))
-    own = trace[np.isin(step_keys(trace, width), keys)]
+    own = trace[np.isin(step_keys(trace, compared[1]), compared[0])]
     return float(own["other_s"].astype(float).mean()) if not own.empty else math.nan
 
 
