@@ -17,6 +17,7 @@ from pathlib import Path
 
 from perfkit.config import PRESETS, Mode, RunConfig
 from perfkit.trainer.worker.bare import emit, train
+from perfkit.workloads.botdetector.params import configure
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
                                      task_index=resolver.task_id, protocol=resolver.rpc_layer or "grpc", start=True)
         server.join()  # until the launcher stops the job
         return 0
-    cfg = RunConfig.from_preset(Mode.ps, args.preset, train_players=args.train_players,
-                                test_players=args.test_players)
+    cfg = configure(RunConfig.from_preset(Mode.ps, args.preset), train_players=args.train_players,
+                    test_players=args.test_players)
     emit(train(cfg, args.cache_dir, t.distribute.ParameterServerStrategy(resolver)))
     return 0
 

@@ -222,9 +222,11 @@ def comparison_table(report: Report) -> str:
 
 def sequence_length_of(run_dir: Path) -> int:
     try:
-        return int(json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["config"]["sequence_length"])
+        config = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["config"]
+        return int(config["params"]["sequence_length"] if "params" in config else config["sequence_length"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SystemExit(f"--run: cannot read config.sequence_length from {run_dir / 'run.json'}: {exc}") from None
+        raise SystemExit(f"--run: cannot read config.params.sequence_length from {run_dir / 'run.json'}: "
+                         f"{exc}") from None
 
 
 def captures(run_dir: Path) -> dict[str, Path]:

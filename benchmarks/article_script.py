@@ -30,6 +30,7 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from perfkit.config import PRESETS, get_preset  # noqa: E402
+from perfkit.workloads.botdetector.params import SEQUENCE_LENGTH, BotParams  # noqa: E402
 
 BUFFER_SIZE = 10000  # the TF distributed-training tutorials' shuffle buffer
 
@@ -47,9 +48,9 @@ def get_strategy() -> Any:
 def get_data(preset: str, cache_dir: Path, train_players: int | None = None, test_players: int | None = None) -> Any:
     from perfkit.workloads.botdetector.data import prepare
 
-    p = get_preset(preset)
-    return prepare(data_path=None, cache_dir=cache_dir, train_players=train_players or p.train_players,
-                   test_players=test_players or p.test_players, seed=p.seed, sequence_length=p.sequence_length)
+    p = BotParams.for_preset(preset, train_players=train_players, test_players=test_players)
+    return prepare(data_path=None, cache_dir=cache_dir, train_players=p.train_players,
+                   test_players=p.test_players, seed=get_preset(preset).seed, sequence_length=p.sequence_length)
 
 
 def clean_data(data: Any, sequence_length: int) -> tuple[Any, ...]:
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     epochs = preset.epochs  # 总轮次 (article: 5)
     batch_size = preset.batch_size  # 单次训练batch (article: 1024)
     num_workers = 1  # 机器个数
-    sequence_length = preset.sequence_length  # 样本时间步长 (article: 7)
+    sequence_length = SEQUENCE_LENGTH  # 样本时间步长 (article: 7)
     strategy = get_strategy()
     data = get_data(args.preset, args.cache_dir, args.train_players, args.test_players)
     c_data = clean_data(data, sequence_length)

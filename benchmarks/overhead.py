@@ -50,6 +50,7 @@ from benchmarks._common import (
 from benchmarks._runs import Training, perfkit_run, runs_dir, script_json, script_run, training_summary, watched_run
 from perfkit.config import get_preset
 from perfkit.profiler.tracewindow import resolve
+from perfkit.workloads.botdetector.params import BotParams
 
 NAME = "overhead"
 TARGETS = {"instrumented": 1.02, "untraced": 1.005}  # steady epoch x bare's
@@ -60,7 +61,8 @@ WATCHER_CPU_MAX = 0.02  # perfkit watch's own CPU, of one core (issue 55)
 def profile_window(preset: str, train_players: int | None = None) -> str:
     """The window ``--profile-steps auto`` picks for this preset, written out so both arms name the same."""
     p = get_preset(preset)
-    window = resolve("auto", (train_players or p.train_players) // p.batch_size, p.epochs)
+    window = resolve("auto", BotParams.for_preset(preset, train_players=train_players).train_players // p.batch_size,
+                     p.epochs)
     assert window is not None  # "auto" always places a window
     return f"{window.first}-{window.last}"
 

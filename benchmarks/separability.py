@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from perfkit.config import DEFAULT_CLASS_WEIGHT
 from perfkit.workloads.botdetector.data import Windows, split_by_player, window
+from perfkit.workloads.botdetector.params import DEFAULT_CLASS_WEIGHT
 from perfkit.workloads.botdetector.synth import generate
 
 

@@ -108,7 +108,7 @@ def outcome(run_dir: Path) -> dict[str, Any]:
                 errors.append(str(exc))
     keys = [set(map(tuple, df[["epoch", "step"]].values.tolist())) for df in parsed.values()]
     complete = meta.get("status") == "complete" and len(parsed) == n > 0 and all(k and k == keys[0] for k in keys)
-    spe = int((meta.get("config") or {}).get("train_players", 0)) // BATCH
+    spe = int(((meta.get("config") or {}).get("params") or {}).get("train_players", 0)) // BATCH
     return {"status": meta.get("status"), "complete": bool(complete), "crashes": len(crashes),
             "first_attempt_complete": bool(complete and not crashes),
             "signals": [r.get("after", "").rsplit(" ", 1)[-1] for r in crashes],

@@ -20,25 +20,22 @@ class Mode(str, Enum):
 
 @dataclass(frozen=True)
 class Preset:
-    """Sizes and training length of a named workload. Every value can be overridden by a flag."""
+    """A named size of run: its training length, global batch and seed. What a workload trains at each preset
+    is the workload's own (the bot detector's ``SIZES``, a user's ``sizes``); every value can be overridden by
+    a flag."""
 
     name: str
-    train_players: int
-    test_players: int
     epochs: int
     batch_size: int = 1024
-    sequence_length: int = 7
     seed: int = 20190101
 
 
-# The article: 716,392 train / 182,158 test sequences, 5 epochs, global batch 1024.
+# The article: 5 epochs at a global batch of 1024.
 PRESETS: dict[str, Preset] = {
-    "tiny": Preset("tiny", train_players=2048, test_players=512, epochs=2, batch_size=256),
-    "quick": Preset("quick", train_players=60_000, test_players=15_000, epochs=3),
-    "blog": Preset("blog", train_players=716_392, test_players=182_158, epochs=5),
+    "tiny": Preset("tiny", epochs=2, batch_size=256),
+    "quick": Preset("quick", epochs=3),
+    "blog": Preset("blog", epochs=5),
 }
-
-DEFAULT_CLASS_WEIGHT: dict[int, float] = {0: 1.0, 1: 4.0}
 
 
 def get_preset(name: str) -> Preset:
@@ -46,23 +43,6 @@ def get_preset(name: str) -> Preset:
         return PRESETS[name]
     except KeyError:
         raise UsageError(f"--preset: unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
-
-
-def parse_class_weight(text: str) -> dict[int, float]:
-    """Parse ``"0:1,1:4"`` into ``{0: 1.0, 1: 4.0}``; both classes must be given, weights positive."""
-    weights: dict[int, float] = {}
-    for part in text.split(","):
-        key, sep, value = part.partition(":")
-        try:
-            label, weight = int(key.strip()), float(value.strip())
-        except ValueError:
-            label, weight = -1, -1.0
-        if not sep or label not in (0, 1) or not weight > 0:
-            raise UsageError(f"--class-weight: {text!r} is not of the form '0:W0,1:W1' with positive weights")
-        weights[label] = weight
-    if set(weights) != {0, 1}:
-        raise UsageError(f"--class-weight: {text!r} must give a weight for both classes 0 and 1")
-    return weights
 
 
 # -- the trainer's tuning knobs (docs/tuning.md) ---------------------------------------------------------
@@ -168,14 +148,13 @@ class RunConfig:
 
     mode: Mode
     preset: str
-    train_players: int
-    test_players: int
     epochs: int
     batch_size: int
-    sequence_length: int
     seed: int
-    class_weight: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_CLASS_WEIGHT))
-    data_path: str | None = None
+    # The workload's own parameters (JSON values), checked by the workload: the built-in bot detector's data
+    # sizes and weights (perfkit/workloads/botdetector/params.py); none for a user's workload, whose own
+    # params() says what it trains.
+    params: dict[str, Any] = field(default_factory=dict)
     sample_interval: float = 0.5
     label: str | None = None
     profile_steps: str = "auto"  # TF profiler window: "auto", "off" or "A-B" (global steps, 1-based)
@@ -190,9 +169,6 @@ class RunConfig:
         checks = (
             ("--epochs", self.epochs >= 1, "must be at least 1"),
             ("--batch-size", self.batch_size >= 1, "must be at least 1"),
-            ("--train-players", self.train_players >= 1, "must be at least 1"),
-            ("--test-players", self.test_players >= 1, "must be at least 1"),
-            ("--sequence-length", self.sequence_length >= 1, "must be at least 1"),
             ("--sample-interval", 0.05 <= self.sample_interval <= 60, "must be between 0.05 and 60 seconds"),
             ("--profile-retries", 0 <= self.profile_retries <= 10, "must be between 0 and 10"),
         )
@@ -207,7 +183,6 @@ class RunConfig:
                              f"perfkit cannot take one out of --workload {self.workload}'s own train_dataset "
                              f"(N >= 1 adds ds.prefetch(N) after it; auto leaves it as it is)")
         self._check_replicas()
-        self.check_batch(self.train_players, self.test_players)
 
     def _check_replicas(self) -> None:
         n = self.replicas
@@ -220,10 +195,11 @@ class RunConfig:
             raise UsageError(f"--replicas: the global batch {self.batch_size} does not divide among {n} replicas")
 
     def check_batch(self, n_train: int, n_test: int) -> None:
-        """Every epoch needs at least one whole global batch of training and of validation rows."""
+        """Every epoch needs at least one whole global batch of training and of validation samples (the
+        workload's ``samples()``), and the trace window must fall inside the run."""
         for what, n in (("training", n_train), ("validation", n_test)):
             if self.batch_size > n:
-                raise UsageError(f"--batch-size: {self.batch_size} is larger than the {n} {what} sequences")
+                raise UsageError(f"--batch-size: {self.batch_size} is larger than the {n} {what} samples")
         # A window past the end; with several batches per execution the window counts executions.
         steps = tracewindow.executions_per_epoch(n_train // self.batch_size, self.knobs.steps_per_execution)
         tracewindow.resolve(self.profile_steps, steps, self.epochs, self.knobs.steps_per_execution)
@@ -232,36 +208,31 @@ class RunConfig:
     def from_preset(cls, mode: Mode, preset: str, **overrides: Any) -> RunConfig:
         """The preset's values with every override that is not ``None`` applied."""
         p = get_preset(preset)
-        base = cls(
-            mode=mode,
-            preset=p.name,
-            train_players=p.train_players,
-            test_players=p.test_players,
-            epochs=p.epochs,
-            batch_size=p.batch_size,
-            sequence_length=p.sequence_length,
-            seed=p.seed,
-        )
+        base = cls(mode=mode, preset=p.name, epochs=p.epochs, batch_size=p.batch_size, seed=p.seed)
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})
-
-    @property
-    def test_share(self) -> float:
-        return self.test_players / (self.train_players + self.test_players)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
-        """Inverse of ``to_dict`` (a worker process reads its config from the launch file)."""
+        """Inverse of ``to_dict`` (a worker process reads its config from the launch file, the analysis a
+        run's run.json); a run recorded before the knobs takes their defaults."""
         fields = dict(d)
         fields["mode"] = Mode(fields["mode"])
-        fields["class_weight"] = {int(k): float(v) for k, v in fields["class_weight"].items()}
-        fields["knobs"] = Knobs.from_dict(fields.get("knobs"))  # a config recorded before the knobs: defaults
+        fields["knobs"] = Knobs.from_dict(fields.get("knobs"))
+        # Recorded before the bot detector's parameters moved into ``params``, every config had them as fields
+        # of its own; they were the bot detector's, and meant nothing to another workload.
+        old = {k: fields.pop(k) for k in _BEFORE_PARAMS if k in fields}
+        if fields.get("workload", "botdetector") == "botdetector":
+            fields["params"] = {**{k: v for k, v in old.items() if v is not None}, **(fields.get("params") or {})}
         return cls(**fields)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["mode"] = self.mode.value
-        d["class_weight"] = {str(k): v for k, v in self.class_weight.items()}
         return d
+
+
+# The built-in workload's parameters as run.json held them until they moved into ``params``: only read here.
+_BEFORE_PARAMS = ("train_players", "test_players", "sequence_length", "class_weight", "data_path")
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

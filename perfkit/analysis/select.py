@@ -41,12 +41,14 @@ def dataset(meta: RunMeta) -> tuple[Any, ...]:
         params = json.dumps(wl.get("params") or {}, sort_keys=True, default=str)
         return ("workload", wl.get("name"), wl.get("version"), params, None, None)
     data, cfg = meta.data, meta.config
-    name = Path(str(data.get("path") or cfg.get("data_path") or "")).name
+    # The bot detector's parameters: in the config's ``params``, or (recorded before they moved) beside it.
+    own = {**cfg, **(cfg.get("params") or {})}
+    name = Path(str(data.get("path") or own.get("data_path") or "")).name
     # Single mode says how it got the generated file ("generated" now or from the "cache"), the launcher
     # says "generated" for both; a user's file is "file" or "user". Only the kind of data matters here.
     kind = "user" if data.get("source") in ("file", "user") else "synthetic"
-    return (kind, name, cfg.get("train_players"), cfg.get("test_players"),
-            cfg.get("sequence_length"), cfg.get("seed"))
+    return (kind, name, own.get("train_players"), own.get("test_players"),
+            own.get("sequence_length"), cfg.get("seed"))
 
 
 def workload(meta: RunMeta) -> tuple[Any, ...]:

@@ -62,7 +62,7 @@ def compare_command(
     display = opt.Display.of(quiet, live)
     # Everything is checked before the first minute of training is spent.
     from perfkit.trainer.options import compare_clusters, knobs_for_modes, parse_modes
-    from perfkit.workloads import config_overrides
+    from perfkit.workloads import checked, config_overrides
 
     chosen = parse_modes(modes)
     # One set of knobs for every run; each mode gets those its strategy has (the rest recorded as not applied).
@@ -71,8 +71,8 @@ def compare_command(
         raise UsageError("--verify: verifies the multi run's what-if; add multi to --modes")
     profiling = {"profile_steps": "off" if no_profile else "auto", "profile_retries": profile_retries,
                  **config_overrides(workload, preset, None, None)}
-    cfgs = {m: RunConfig.from_preset(Mode(m), preset, epochs=epochs, label=label, knobs=knobs[m][0], **profiling)
-            for m in chosen}
+    cfgs = {m: checked(RunConfig.from_preset(Mode(m), preset, epochs=epochs, label=label, knobs=knobs[m][0],
+                                             **profiling)) for m in chosen}
     if "ps" in cfgs:
         cfgs["ps"] = replace(cfgs["ps"], profile_steps="off")
     clusters = compare_clusters(cfgs, workers, cluster, ps, pin, connect_timeout, allow_unenforced)

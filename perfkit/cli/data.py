@@ -42,12 +42,13 @@ def generate_cmd(
 ) -> None:
     """Generate the synthetic dataset and write it atomically (the same file a run would cache)."""
     from perfkit.workloads.botdetector.data import LABEL_COL, SUFFIXES, dataset_cache_path, write_table
+    from perfkit.workloads.botdetector.params import BotParams
     from perfkit.workloads.botdetector.synth import generate
 
-    p = get_preset(preset)
-    n = p.train_players + p.test_players if players is None else players
-    length = p.sequence_length if sequence_length is None else sequence_length
-    seed = p.seed if seed is None else seed
+    bot = BotParams.for_preset(preset)
+    n = bot.train_players + bot.test_players if players is None else players
+    length = bot.sequence_length if sequence_length is None else sequence_length
+    seed = get_preset(preset).seed if seed is None else seed
     if n < 2:
         raise UsageError("--players: must be at least 2 (one to train on, one to test)")
     if length < 1:

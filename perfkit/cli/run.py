@@ -9,7 +9,8 @@ import typer
 
 from perfkit.cli import _shared as opt
 from perfkit.cli._shared import app, train_once
-from perfkit.config import DEFAULT_CLASS_WEIGHT, PRESETS, Mode, RunConfig, parse_class_weight
+from perfkit.config import PRESETS, Mode, RunConfig
+from perfkit.workloads.botdetector.params import DEFAULT_CLASS_WEIGHT
 
 _CW_DEFAULT = ",".join(f"{k}:{v:g}" for k, v in DEFAULT_CLASS_WEIGHT.items())
 
@@ -77,19 +78,17 @@ def run_command(
     """Train a workload (default: the article's bot-player LSTM) once and record steps, epochs and CPU% under
     RESULTS_DIR/<run-id>."""
     from perfkit.trainer.options import ClusterFlags, for_mode
-    from perfkit.workloads import config_overrides
+    from perfkit.workloads import checked, config_overrides
 
     chosen = config_overrides(workload, preset, seed, batch_size, data=data, train_players=train_players,
                               test_players=test_players, sequence_length=sequence_length,
                               class_weight=None if class_weight == _CW_DEFAULT else class_weight)
-    cfg = RunConfig.from_preset(
-        mode, preset, epochs=epochs, batch_size=chosen.pop("batch_size", batch_size), train_players=train_players,
-        test_players=test_players, sequence_length=sequence_length, seed=seed,
-        class_weight=parse_class_weight(class_weight), data_path=str(data) if data is not None else None,
+    cfg = checked(RunConfig.from_preset(
+        mode, preset, epochs=epochs, batch_size=chosen.pop("batch_size", batch_size), seed=seed,
         sample_interval=sample_interval, label=label, profile_steps="off" if no_profile else profile_steps,
         profile_retries=profile_retries, replicas=replicas,
         knobs=opt.knobs(steps_per_execution, metrics, bytes_per_pack, all_reduce, prefetch), **chosen,
-    )
+    ))
     cfg, opts = for_mode(cfg, mode, ClusterFlags(
         workers=workers, cluster=cluster, host=host, task_index=task_index, emulate=emulate, pin=pin,
         connect_timeout=connect_timeout, hang_timeout=hang_timeout, max_restarts=max_restarts,

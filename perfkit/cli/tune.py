@@ -40,10 +40,10 @@ def tune_command(
     from perfkit.studies.tune import tune
     from perfkit.trainer.hosts.hostenv import preflight
     from perfkit.trainer.options import compare_clusters
-    from perfkit.workloads import config_overrides
+    from perfkit.workloads import checked, config_overrides
 
-    cfg = RunConfig.from_preset(Mode.multi, preset, epochs=epochs, label=label,
-                                **config_overrides(workload, preset, None, None))
+    cfg = checked(RunConfig.from_preset(Mode.multi, preset, epochs=epochs, label=label,
+                                        **config_overrides(workload, preset, None, None)))
     opts = compare_clusters({"multi": cfg}, workers, cluster, None, pin, 120.0, allow_unenforced)["multi"]
     preflight(opts)
     step = iter(range(1, 10_000))

@@ -37,6 +37,8 @@ from perfkit.results import load_meta, utc_now
 from perfkit.studies.rounds import rounds
 from perfkit.trainer.hosts.cpubudget import available_cores
 from perfkit.trainer.multi import MultiOptions
+from perfkit.workloads import resolve
+from perfkit.workloads.botdetector.params import configure
 
 TrainRun = Callable[[RunConfig, "MultiOptions | None", str], Path]  # (config, cluster, its run id) -> run directory
 Options = Callable[[int, str], "MultiOptions | None"]  # (count, way) -> its cluster (None: in this process)
@@ -140,8 +142,9 @@ def _check_point(cfg: RunConfig, p: SweepPlan, n: int, way: str, cores: float) -
     if p.scaling == "strong" and way not in ("ps", PROBE) and cfg.batch_size % n:
         raise UsageError(f"--workers: the global batch {cfg.batch_size} does not divide among {n} {way} (strong "
                          f"scaling keeps it); give counts that divide it, or --scaling weak")
-    try:
-        config_for(cfg, p, n, way)  # weak scaling's larger batch must fit the data (RunConfig checks it)
+    try:  # weak scaling's larger batch must fit the data
+        point = config_for(cfg, p, n, way)
+        point.check_batch(*map(int, resolve(point).samples()))
     except UsageError as exc:
         raise UsageError(f"--scaling weak, {n} {way} (global batch {cfg.batch_size} x {n}): {exc}") from None
     if p.cores_per_worker is not None:
@@ -161,8 +164,8 @@ def config_for(cfg: RunConfig, p: SweepPlan, n: int | None, way: str = "workers"
         return replace(cfg, mode=Mode.ps, batch_size=batch, profile_steps="off")
     if way == PROBE:  # one worker at a count's share of the batch: its step is all compute, so no trace
         share = cfg.batch_size // n
-        return replace(cfg, mode=Mode.multi, batch_size=share, epochs=2, profile_steps="off",
-                       train_players=share * PROBE_STEPS, test_players=share)
+        probe = replace(cfg, mode=Mode.multi, batch_size=share, epochs=2, profile_steps="off")
+        return configure(probe, train_players=share * PROBE_STEPS, test_players=share)
     return replace(cfg, mode=Mode.multi, batch_size=batch)
 
 

@@ -15,7 +15,7 @@ SPEC is ``module:attr`` or ``path/to/file.py:attr``; the module is imported only
 it. When ``attr`` is a class or function rather than a workload, it is called with ``preset=`` and ``seed=``.
 """
 
-from perfkit.workloads.loading import config_overrides, load, normalise_spec, resolve
+from perfkit.workloads.loading import checked, config_overrides, load, normalise_spec, resolve
 from perfkit.workloads.preflight import preflight, prepare_workload
 from perfkit.workloads.protocol import (
     BUILTIN,
@@ -27,5 +27,5 @@ from perfkit.workloads.protocol import (
     info,
 )
 
-__all__ = ["BUILTIN", "REQUIRED", "InMemoryWorkload", "Workload", "WorkloadInfo", "array_dataset", "config_overrides",
-           "info", "load", "normalise_spec", "preflight", "prepare_workload", "resolve"]
+__all__ = ["BUILTIN", "REQUIRED", "InMemoryWorkload", "Workload", "WorkloadInfo", "array_dataset", "checked",
+           "config_overrides", "info", "load", "normalise_spec", "preflight", "prepare_workload", "resolve"]

@@ -106,13 +106,21 @@ def _line(exc: BaseException) -> str:
 
 
 def config_overrides(spec: str | None, preset: str, seed: int | None, batch_size: int | None,
-                     **builtin_only: Any) -> dict[str, Any]:
-    """RunConfig fields for ``--workload SPEC``: the normalised spec, and the workload's own ``global_batch``
-    (an optional member) where ``--batch-size`` is not given. The bot detector's data flags are refused
-    with another workload."""
+                     **bot_flags: Any) -> dict[str, Any]:
+    """RunConfig fields for ``--workload SPEC``: the normalised spec; the built-in bot detector's parameters
+    from its own flags (``bot_flags``: ``train_players``, ``test_players``, ``sequence_length``, ``class_weight``
+    as '0:W0,1:W1', ``data``; None: the preset's), checked by it; a user's workload's own ``global_batch`` (an
+    optional member) where ``--batch-size`` is not given. The bot detector's flags are refused with another
+    workload."""
     if spec is None or spec == BUILTIN:
-        return {"workload": BUILTIN}
-    used = [k for k, v in builtin_only.items() if v is not None]
+        from perfkit.workloads.botdetector.params import BotParams, parse_class_weight
+
+        given = dict(bot_flags)
+        data, weights = given.pop("data", None), given.pop("class_weight", None)
+        params = BotParams.for_preset(preset, **given, data_path=str(data) if data is not None else None,
+                                      class_weight=parse_class_weight(weights) if weights is not None else None)
+        return {"workload": BUILTIN, "params": params.to_dict()}
+    used = [k for k, v in bot_flags.items() if v is not None]
     if used:
         raise UsageError(f"--{used[0].replace('_', '-')}: only with the built-in {BUILTIN} workload, not "
                          f"--workload {spec}")
@@ -128,6 +136,16 @@ def config_overrides(spec: str | None, preset: str, seed: int | None, batch_size
                 raise UsageError(f"--workload {spec}: global_batch must be a positive int, not {own!r}")
             out["batch_size"] = own
     return out
+
+
+def checked(cfg: Any) -> Any:
+    """``cfg``, its workload's parameters checked against it now, before anything runs: the bot detector's
+    sizes against the batch and trace window (a user's workload is tried by ``preflight`` before its run)."""
+    if cfg.workload == BUILTIN:
+        from perfkit.workloads.botdetector.params import BotParams
+
+        BotParams.of(cfg).check_run(cfg)
+    return cfg
 
 
 def resolve(cfg: Any) -> Any:

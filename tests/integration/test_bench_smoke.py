@@ -138,7 +138,8 @@ def test_allreduce_smoke(tmp_path: Path) -> None:
         packed = (Path(__file__).parents[1] / "data" / f"tiny-2w-w{w}.xplane.pb.gz").read_bytes()
         (run / rel).write_bytes(gzip.decompress(packed))
         profile[str(w)] = {"status": "captured", "file": rel}
-    (run / "run.json").write_text(json.dumps({"config": {"sequence_length": 7}, "profile": {"workers": profile}}))
+    config = {"params": {"sequence_length": 7}}
+    (run / "run.json").write_text(json.dumps({"config": config, "profile": {"workers": profile}}))
     data = smoke("allreduce", tmp_path / "out", "--run", str(run), timeout=180)
     r, k = data["results"], data["params"]["small"]
     assert k == r["traced"]["small"] == 21 and data["params"]["small_from"] == "from the traced collectives"

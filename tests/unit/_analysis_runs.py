@@ -133,8 +133,9 @@ def _meta(run_id: str, mode: str, hosts: tuple[tuple[str, float, int], ...], wor
     return RunMeta.new(
         run_id, status=status, error="boom" if status == "failed" else None, started=started, ended=started,
         part={"name": part, "workers": local} if part else None, mode=mode, preset=preset,
-        config={"mode": mode, "preset": preset, "epochs": epochs, "batch_size": batch, "train_players": train_players,
-                "test_players": 150, "sequence_length": 7, "seed": 1, "data_path": None, "sample_interval": interval},
+        config={"mode": mode, "preset": preset, "epochs": epochs, "batch_size": batch, "seed": 1,
+                "params": {"train_players": train_players, "test_players": 150, "sequence_length": 7},
+                "sample_interval": interval},
         data={"path": "results/datasets/synth-v1-750p-7d-seed1.parquet", "source": "generated"},
         cluster=ClusterRecord(hosts=tuple({"name": h, "cores": c, "workers": n} for h, c, n in hosts),
                               workers=tuple({"index": w, "host": h} for w, h in workers), num_workers=len(workers),

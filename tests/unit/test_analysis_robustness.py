@@ -218,3 +218,6 @@ def test_cached_and_freshly_generated_data_of_one_file_is_the_same_data() -> Non
     multi = {"data": {"path": "results/datasets/synth.parquet", "source": "generated"}, "config": cfg}
     user = {"data": {"path": "results/datasets/synth.parquet", "source": "file"}, "config": cfg}
     assert dataset(typed(single)) == dataset(typed(multi)) != dataset(typed(user))
+    # the bot detector's parameters in ``params``, as a run records them now: the same data as before
+    params = {"seed": 1, "params": {k: v for k, v in cfg.items() if k != "seed"}}
+    assert dataset(typed({**multi, "config": params})) == dataset(typed(multi))

@@ -16,6 +16,7 @@ from perfkit.profiler import steps as steps_mod
 from perfkit.profiler import tracewindow
 from perfkit.profiler.steps import StepLog
 from perfkit.profiler.tracewindow import CaptureTarget, TraceCapture, Window, executions_per_epoch, resolve
+from perfkit.workloads import checked
 
 
 def test_the_defaults_are_what_perfkit_did_before_the_knobs() -> None:
@@ -68,9 +69,9 @@ def test_a_config_recorded_before_the_knobs_loads_with_the_defaults() -> None:
 
 def test_the_window_of_a_config_counts_executions() -> None:
     knobs = Knobs(steps_per_execution=4)  # tiny: 8 batches an epoch -> 2 executions, 4 in 2 epochs
-    assert RunConfig.from_preset(Mode.single, "tiny", knobs=knobs, profile_steps="3-4").profile_steps == "3-4"
+    assert checked(RunConfig.from_preset(Mode.single, "tiny", knobs=knobs, profile_steps="3-4")).profile_steps == "3-4"
     with pytest.raises(UsageError, match=r"--profile-steps: 3-5 ends after the last training step \(4 = 2 epochs"):
-        RunConfig.from_preset(Mode.single, "tiny", knobs=knobs, profile_steps="3-5")
+        checked(RunConfig.from_preset(Mode.single, "tiny", knobs=knobs, profile_steps="3-5"))
     assert executions_per_epoch(10, 4) == 3 and executions_per_epoch(8, 4) == 2 and executions_per_epoch(8, 1) == 8
     assert resolve("auto", executions_per_epoch(58, 8), 3) == Window(11, 16), "K unknown: 10 executions"
     assert resolve("auto", executions_per_epoch(58, 8), 3, 8) == Window(10, 11), "10 batches: 2 executions of 8"

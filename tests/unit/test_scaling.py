@@ -68,7 +68,7 @@ def test_a_strong_scale_model_probes_one_worker_at_each_run_and_forecast_counts_
     assert p.order()[-5:] == [(n, PROBE) for n in (1, 2, 4, 8, 16)]
     probe = config_for(cfg, p, 8, PROBE)
     assert (probe.mode, probe.batch_size, probe.epochs, probe.profile_steps) == (Mode.multi, 32, 2, "off")
-    assert (probe.train_players, probe.test_players) == (32 * PROBE_STEPS, 32)
+    assert (probe.params["train_players"], probe.params["test_players"]) == (32 * PROBE_STEPS, 32)
     assert options_for(p, 8, True, False, PROBE).cluster.num_workers == 1  # one host of the scale model
     for other in (plan(cfg, "1,2", 1, "weak", 0.25, machine_cores=2.0, targets=(4,)),
                   plan(cfg, "1,2", 1, "strong", None, targets=(4,))):

@@ -76,7 +76,9 @@ def test_a_module_that_fails_to_import_is_one_line(tmp_path: Path) -> None:
 
 
 def test_config_takes_the_workloads_batch_and_refuses_the_bot_detectors_data_flags(toy: Path) -> None:
-    assert config_overrides(None, "quick", None, None) == {"workload": BUILTIN}
+    assert config_overrides(None, "quick", None, None) == {"workload": BUILTIN, "params": {
+        "train_players": 60_000, "test_players": 15_000, "sequence_length": 7, "class_weight": {"0": 1.0, "1": 4.0},
+        "data_path": None}}
     rel = Path("toy_workload.py")
     assert normalise_spec(f"{rel}:W") == f"{rel.resolve()}:W"
     assert config_overrides(f"{toy}:W", "quick", None, None) == {"workload": f"{toy}:W", "batch_size": 32}

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit.config import PRESETS, Mode, RunConfig
+from perfkit.workloads.botdetector.params import BotParams, configure
 
 RESULT_MARK = "PERFKIT_RESULT "
 
@@ -67,13 +68,14 @@ def train(cfg: RunConfig, cache_dir: Path, strategy: Any = None) -> dict[str, An
     from perfkit.workloads.botdetector.data import prepare
     from perfkit.workloads.botdetector.model import build_model
 
-    data = prepare(data_path=None, cache_dir=cache_dir, train_players=cfg.train_players,
-                   test_players=cfg.test_players, seed=cfg.seed, sequence_length=cfg.sequence_length)
+    bot = BotParams.of(cfg)
+    data = prepare(data_path=None, cache_dir=cache_dir, train_players=bot.train_players,
+                   test_players=bot.test_players, seed=cfg.seed, sequence_length=bot.sequence_length)
     if strategy is None:
         strategy, _ = mirrored()
     steps = pipeline.steps_per_epoch(len(data.y_train), cfg.batch_size)
     val_steps = pipeline.steps_per_epoch(len(data.y_test), cfg.batch_size, "validation")
-    train_ds = pipeline.train_input(data.x_train, data.y_train, cfg.batch_size, cfg.seed, cfg.class_weight)
+    train_ds = pipeline.train_input(data.x_train, data.y_train, cfg.batch_size, cfg.seed, bot.class_weight)
     val_ds = pipeline.eval_input(data.x_test, data.y_test, cfg.batch_size)
     with strategy.scope():
         model = build_model(data.x_train.shape[1], data.x_train.shape[2])
@@ -110,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-players", type=int, default=None, help="override the preset's (as perfkit run)")
     p.add_argument("--test-players", type=int, default=None, help="override the preset's (as perfkit run)")
     args = p.parse_args(argv)
-    cfg = RunConfig.from_preset(Mode.single, args.preset, epochs=args.epochs, train_players=args.train_players,
-                                test_players=args.test_players)
+    cfg = configure(RunConfig.from_preset(Mode.single, args.preset, epochs=args.epochs),
+                    train_players=args.train_players, test_players=args.test_players)
     emit(train(cfg, args.cache_dir))
     return 0
 
