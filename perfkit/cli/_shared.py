@@ -71,6 +71,11 @@ ClusterFile = Annotated[Optional[Path], typer.Option("--cluster", help="multi, p
                                                      "name, address, cores, workers, base_port; ps: ps, chief).")]
 Emulate = Annotated[bool, typer.Option("--emulate", help="multi: emulate --cluster's hosts on this machine with "
                                        "their CPU budgets (automatic when every address is local).")]
+HangTimeout = Annotated[str, typer.Option(help="multi, launch: call the cluster hung when no worker ends a step for "
+                                         "this many seconds and name the stuck worker; 'auto': 10x the longest "
+                                         "pause between steps seen, at least 30 s (before the first step, the "
+                                         "connect timeout). Not after a worker's last step: its exit has 300 s of "
+                                         "its own.")]
 Pin = Annotated[bool, typer.Option("--pin/--no-pin", help="Pin workers to cores and cap TF threads.")]
 NoProfile = Annotated[bool, typer.Option("--no-profile", help="No profiler trace window.")]
 ClusterFrom = Annotated[Optional[str], typer.Option(

@@ -33,11 +33,7 @@ def launch_command(
     sample_interval: opt.SampleInterval = 0.5,
     connect_timeout: Annotated[float, typer.Option(help="multi: seconds for every worker's TF server to come "
                                                    "up.")] = 120.0,
-    hang_timeout: Annotated[str, typer.Option(help="Call the cluster hung when no worker ends a step for "
-                                              "this many seconds and name the stuck worker; 'auto': 10x the "
-                                              "longest pause between steps seen, at least 30 s (before the first "
-                                              "step, the connect timeout). Not after a worker's last step: its exit "
-                                              "has 300 s of its own.")] = "auto",
+    hang_timeout: opt.HangTimeout = "auto",
     max_restarts: Annotated[int, typer.Option(help="Start the command again up to K times after a worker dies "
                                               "(resuming is the script's own, e.g. BackupAndRestore).")] = 0,
     profile_steps: Annotated[str, typer.Option(help="Trace window of the recorded steps: global steps 'A-B', "

@@ -50,11 +50,7 @@ def run_command(
     emulate: opt.Emulate = False,
     pin: opt.Pin = True,
     connect_timeout: Annotated[float, typer.Option(help="multi: seconds for the cluster to form.")] = 120.0,
-    hang_timeout: Annotated[str, typer.Option(help="multi: call the cluster hung when no worker ends a step for "
-                                              "this many seconds and name the stuck worker; 'auto': 10x the "
-                                              "longest pause between steps seen, at least 30 s (before the first "
-                                              "step, the connect timeout). Not after a worker's last step: its exit "
-                                              "has 300 s of its own.")] = "auto",
+    hang_timeout: opt.HangTimeout = "auto",
     max_restarts: Annotated[int, typer.Option(help="multi: restart the cluster up to K times after a worker "
                                               "dies; training resumes from the last completed epoch.")] = 0,
     profile_steps: Annotated[str, typer.Option(help="TF profiler trace window on every worker: global steps "
