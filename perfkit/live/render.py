@@ -32,6 +32,9 @@ def headline(s: Snapshot) -> str:
     parts.append(_slowest(s))
     if s.eta_s is not None:
         parts.append(f"ETA {_secs(s.eta_s)}")
+    elif s.epoch_eta_s is not None:
+        parts.append(f"epoch {s.epoch + 1 if s.epoch is not None else '-'} ends in {_secs(s.epoch_eta_s)} (the loop "
+                     f"declares no epoch count: no ETA)")
     return ", ".join(parts)
 
 

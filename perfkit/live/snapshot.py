@@ -14,7 +14,7 @@ class WorkerState(Enum):
     CONNECTING = "connecting"  # forming the cluster with its peers
     TRAINING = "training"
     VALIDATING = "validating"
-    FINISHING = "finishing"  # after its last epoch (perfkit's all-reduce calibration, saving records)
+    FINISHING = "finishing"  # past its last step: fit's end, perfkit's calibration, saving records, its exit
     STOPPED = "stopped"  # its process is stopped (SIGSTOP, a debugger)
     NOT_ANSWERING = "not answering"  # alive, but no heartbeat: its Python blocked in native code
     STUCK = "stuck"  # its main thread idle in the script's own code while no step ends
@@ -87,6 +87,9 @@ class Snapshot:
     speedup: float | None  # samples_per_s over the baseline's steady samples/s
     slowest: Slowest | None
     eta_s: float | None  # to the end of the plan, at the pace so far
+    # A custom loop declares no epoch count, so its plan has no end: to the end of the epoch in progress, once
+    # the first epoch's length is known (None where the plan's end is, or nothing is known)
+    epoch_eta_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

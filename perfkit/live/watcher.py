@@ -16,7 +16,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ MIN_SPAN_S = 5.0
 NAMED_AFTER_S = 15.0
 _STATES = {"starting": WorkerState.STARTING, "loading-data": WorkerState.STARTING,
            "connecting": WorkerState.CONNECTING, "joined": WorkerState.CONNECTING,
-           "training": WorkerState.TRAINING, "calibrating": WorkerState.FINISHING,
+           "training": WorkerState.TRAINING, "calibrating": WorkerState.FINISHING, "finishing": WorkerState.FINISHING,
            "done": WorkerState.EXITED, "failed": WorkerState.EXITED, "interrupted": WorkerState.EXITED}
 
 
@@ -87,6 +87,8 @@ class Watcher:
             host = str(status.get("host") or hosts.get(index) or "?")
             cores = _share(budgets.get(host), hosts, host)
             rows.append(self._row(index, host, cores, status, beat, now, wall, read_object(wdir / PROC_FILE)))
+        if meta.mode != "ps" and any(s.get("state") == "done" for s in statuses.values()):
+            rows = _past_steps(rows)
         state = RunState.RUNNING if meta.status == "running" else RunState.FINISHED
         age = max(0.0, wall / 1e9 - newest)
         if state is RunState.RUNNING and age > NOT_UPDATED_S and not self._launcher_alive(meta):
@@ -164,10 +166,14 @@ class Watcher:
         samples = sum(r for r in rates if r is not None) if any(r is not None for r in rates) else None
         speedup = samples / self.baseline[1] if samples and self.baseline and self.baseline[1] > 0 else None
         epoch = max((r.epoch for r in rows if r.epoch is not None), default=None)
+        running = state is RunState.RUNNING
+        # no epoch count (a custom loop): the length its first epoch had, once that epoch has ended
+        seen = _int((status.get("plan") or {}).get("steps_per_epoch")) if not epochs else None
         return Snapshot(meta.run_id, state, meta.status, age, _elapsed(meta, wall), rows, epochs, per_epoch, epoch,
                         samples, self.baseline[0] if self.baseline else None, speedup,
-                        self._steady(slowest(rows), self._clock()) if state is RunState.RUNNING else None,
-                        _eta(rows, epochs, per_epoch, statuses, wall) if state is RunState.RUNNING else None)
+                        self._steady(slowest(rows), self._clock()) if running else None,
+                        _eta(rows, epochs, per_epoch, statuses, wall) if running else None,
+                        _eta(rows, epoch + 1, seen, statuses, wall) if running and seen and epoch is not None else None)
 
     def _launcher_alive(self, meta: RunMeta) -> bool:
         """The process that launched the run (a --mode single run's trainer) lives on this machine: quiet
@@ -191,6 +197,15 @@ class Watcher:
         return _rate(history[0].samples, history[-1].samples, history[-1].t - history[0].t)
 
 
+def _past_steps(rows: list[WorkerRow]) -> list[WorkerRow]:
+    """A peer's steps ended (it said done): synchronous workers run the same steps, so every worker's are
+    behind it and what is left is its exit, however long and idle, not a stuck worker (as the launcher
+    judges it: ``trainer/teardown.py``). A custom loop never says when its last step ran; this is how a
+    worker whose exit takes long (TensorFlow's teardown) is told from a stuck one."""
+    past = (WorkerState.TRAINING, WorkerState.STUCK)
+    return [replace(r, state=WorkerState.FINISHING, where=None) if r.state in past else r for r in rows]
+
+
 def slowest(rows: tuple[WorkerRow, ...]) -> Slowest | None:
     """The worker that used the largest share of its CPU budget, when the others used at least ``WAIT_FLAG``
     less of theirs (they wait for it); None with fewer than two training workers or no clear one."""
@@ -209,7 +224,8 @@ def slowest(rows: tuple[WorkerRow, ...]) -> Slowest | None:
 
 def _eta(rows: tuple[WorkerRow, ...], epochs: int | None, per_epoch: int | None,
          statuses: dict[int, dict[str, Any]], wall: int) -> float | None:
-    """Seconds to the end of the plan at the slowest-progressing worker's pace since its training began."""
+    """Seconds to the end of epoch ``epochs`` (the plan's, or the one in progress) at the slowest-progressing
+    worker's pace since its training began."""
     if not epochs or not per_epoch:
         return None
     out = []

@@ -126,6 +126,45 @@ def test_the_worker_that_uses_most_of_its_budget_is_the_one_the_others_wait_for(
     assert json.loads(render.json_line(snap))["slowest"]["worker"] == 1
 
 
+def test_a_custom_loop_has_no_eta_but_says_when_its_epoch_ends_once_the_first_has_ended(tmp_path: Path) -> None:
+    run = _running(tmp_path)
+    watcher, clock, procs = _started(run)
+    for i in (0, 1):  # a custom loop: no epoch count, and no epoch length before its first epoch ends
+        status = json.loads((run / "workers" / str(i) / "status.json").read_text())
+        status.pop("epochs"), status.pop("steps_per_epoch")
+        (run / "workers" / str(i) / "status.json").write_text(json.dumps(status))
+    snap = watcher.poll()
+    assert snap.eta_s is None and snap.epoch_eta_s is None and "ends in" not in render.headline(snap)
+    _advance(run, clock, procs, 10.0, {0: 1.0, 1: 1.0}, batches=30)  # epoch 2, 10 of its 20 steps done
+    for i in (0, 1):
+        path = run / "workers" / str(i) / "status.json"
+        status = json.loads(path.read_text())
+        status.pop("epochs"), status.pop("steps_per_epoch")
+        path.write_text(json.dumps({**status, "plan": {"epochs": 1, "steps_per_epoch": 20}}))  # as loop.py writes
+    snap = watcher.poll()
+    assert snap.eta_s is None and snap.epoch == 1
+    assert snap.epoch_eta_s == pytest.approx((40 - 30) * 60.0 / 30)  # 30 batches in the 60 s since training began
+    assert "epoch 2 ends in 20s (the loop declares no epoch count: no ETA)" in render.headline(snap)
+    assert json.loads(render.json_line(snap))["epoch_eta_s"] == pytest.approx(20.0)
+
+
+def test_a_worker_slow_to_exit_after_a_peer_ended_its_steps_is_finishing_not_stuck(tmp_path: Path) -> None:
+    run = _running(tmp_path)
+    watcher, clock, procs = _started(run)
+    user = {"kind": "user", "file": "/job/train.py", "line": 131, "function": "<module>"}  # TF's teardown below it
+    _advance(run, clock, procs, 5.0, {0: 1.0, 1: 1.0}, batches=40)
+    watcher.poll()
+    for _ in range(3):  # no step, idle in its own code for 15 s: stuck, while its peer is alive and training
+        _advance(run, clock, procs, 5.0, {0: 0.01, 1: 0.01}, batches=40, main=user)
+        snap = watcher.poll()
+    assert [r.state for r in snap.workers] == [WorkerState.STUCK, WorkerState.STUCK]
+    _worker(run, 1, clock, state="done", batches=40, step=19, epoch=1)  # worker 1 ended its steps: said done
+    procs.table.pop(501)
+    snap = watcher.poll()
+    assert [r.state for r in snap.workers] == [WorkerState.FINISHING, WorkerState.EXITED]
+    assert not any(r.state.alarming for r in snap.workers) and "stuck" not in render.headline(snap)
+
+
 def test_workers_that_keep_pace_name_nobody(tmp_path: Path) -> None:
     run = _running(tmp_path, hosts=(("a", 1.0, 1), ("b", 1.0, 1)))
     watcher, clock, procs = _started(run)
