@@ -105,10 +105,9 @@ def _run(workers: str, ways: str, repeats: int, scaling: str, cores_per_worker: 
     from perfkit.trainer.hosts.hostenv import preflight
     from perfkit.workloads import checked, config_overrides
 
+    bot = config_overrides(None, preset, None, batch_size, train_players=train_players, test_players=test_players)
     cfg = checked(RunConfig.from_preset(Mode.multi, preset, epochs=epochs, batch_size=batch_size, label=label,
-                                profile_steps="off" if no_profile else None,
-                                **config_overrides(None, preset, None, batch_size, train_players=train_players,
-                                                   test_players=test_players)))
+                                        profile_steps="off" if no_profile else None, **bot))
     # every bad input: one line, nothing run; the counts to forecast are probed as the counts run
     p = plan(cfg, workers, repeats, scaling, cores_per_worker, ways=ways, targets=targets)
     for way in p.ways:  # budgets this machine cannot enforce

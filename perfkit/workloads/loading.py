@@ -140,11 +140,16 @@ def config_overrides(spec: str | None, preset: str, seed: int | None, batch_size
 
 def checked(cfg: Any) -> Any:
     """``cfg``, its workload's parameters checked against it now, before anything runs: the bot detector's
-    sizes against the batch and trace window (a user's workload is tried by ``preflight`` before its run)."""
+    sizes against the batch and trace window, and written out whole (the preset's for any not given), so that
+    run.json records what was applied. A user's workload is tried by ``preflight`` before its run."""
     if cfg.workload == BUILTIN:
+        from dataclasses import replace
+
         from perfkit.workloads.botdetector.params import BotParams
 
-        BotParams.of(cfg).check_run(cfg)
+        params = BotParams.of(cfg)
+        params.check_run(cfg)
+        return replace(cfg, params=params.to_dict())
     return cfg
 
 

@@ -21,6 +21,8 @@ def test_overrides_apply_and_none_keeps_preset() -> None:
     cfg = RunConfig.from_preset(Mode.single, "quick", epochs=1, batch_size=None)
     assert cfg.epochs == 1 and cfg.batch_size == PRESETS["quick"].batch_size
     assert cfg.params == {} and BotParams.of(cfg).class_weight == {0: 1.0, 1: 4.0}  # the preset's
+    assert checked(cfg).params == {"train_players": 60_000, "test_players": 15_000, "sequence_length": 7,
+                                   "class_weight": {"0": 1.0, "1": 4.0}, "data_path": None}  # as applied
     assert cfg.to_dict()["mode"] == "single" and "class_weight" not in cfg.to_dict()
 
 
