@@ -37,7 +37,7 @@ from perfkit.results import load_meta, utc_now
 from perfkit.studies.rounds import rounds
 from perfkit.trainer.hosts.cpubudget import available_cores
 from perfkit.trainer.multi import MultiOptions
-from perfkit.workloads import resolve
+from perfkit.workloads import checked
 from perfkit.workloads.botdetector.params import configure
 
 TrainRun = Callable[[RunConfig, "MultiOptions | None", str], Path]  # (config, cluster, its run id) -> run directory
@@ -143,8 +143,7 @@ def _check_point(cfg: RunConfig, p: SweepPlan, n: int, way: str, cores: float) -
         raise UsageError(f"--workers: the global batch {cfg.batch_size} does not divide among {n} {way} (strong "
                          f"scaling keeps it); give counts that divide it, or --scaling weak")
     try:  # weak scaling's larger batch must fit the data
-        point = config_for(cfg, p, n, way)
-        point.check_batch(*map(int, resolve(point).samples()))
+        checked(config_for(cfg, p, n, way))
     except UsageError as exc:
         raise UsageError(f"--scaling weak, {n} {way} (global batch {cfg.batch_size} x {n}): {exc}") from None
     if p.cores_per_worker is not None:

@@ -289,8 +289,7 @@ def _ensure_data(cfg: RunConfig, cache_dir: Path, num_workers: int) -> dict[str,
 
     workload = resolve(cfg)
     data = prepare_workload(workload, cfg.workload, cache_dir, trains_here=False)
-    cfg.check_batch(*map(int, workload.samples()))  # a user's file may hold fewer rows than the preset
-    preflight(workload, cfg.workload, cfg.batch_size, num_workers)
+    preflight(workload, cfg, num_workers)
     return {"data": data, "workload": info(cfg.workload, workload).to_dict()}
 
 

@@ -42,8 +42,7 @@ def run_single(cfg: RunConfig, results_dir: str | Path, observer: Observer | Non
     observer.phase("preparing data")
     workload = resolve(cfg)
     data_info = prepare_workload(workload, cfg.workload, results_dir / "datasets", trains_here=True)
-    cfg.check_batch(*map(int, workload.samples()))  # a user's file may hold fewer rows than the preset
-    preflight(workload, cfg.workload, cfg.batch_size, 1, cfg.replicas)
+    preflight(workload, cfg, 1)
     host = hostname()
     run = RunDir.create(results_dir, rid, _initial_meta(rid, cfg, data_info, info(cfg.workload, workload),
                                                         host).changed(**(extra_meta or {})))

@@ -22,11 +22,15 @@ def prepare_workload(workload: Any, spec: str, cache_dir: Path, trains_here: boo
     return out
 
 
-def preflight(workload: Any, spec: str, global_batch: int, num_workers: int, replicas: int = 1) -> None:
-    """A user's workload, tried before any run directory exists: its sample counts, a compiled model, and
-    both datasets batched at worker 0's per-replica batch (``replicas``: replicas of one worker process,
-    single mode's ``--replicas``). Each fault is a one-line UsageError."""
+def preflight(workload: Any, cfg: Any, num_workers: int) -> None:
+    """A workload tried before any run directory exists, once its data is prepared (a user's file may hold
+    fewer rows than the preset): its sample counts against the run's global batch and trace window (every
+    workload), then, for a user's workload, a compiled model and both datasets batched at worker 0's
+    per-replica batch (``cfg.replicas``: replicas of one worker process, single mode's ``--replicas``). Each
+    fault is a one-line UsageError."""
+    spec, global_batch, replicas = cfg.workload, cfg.batch_size, cfg.replicas
     if spec == BUILTIN:
+        cfg.check_batch(*map(int, workload.samples()))
         return
     from perfkit._tf import tf
     from perfkit.workloads.pipeline import check_batch
@@ -35,6 +39,7 @@ def preflight(workload: Any, spec: str, global_batch: int, num_workers: int, rep
     if min(int(n_train), int(n_eval)) < global_batch:
         raise UsageError(f"--workload {spec}: samples() gives {int(n_train)} training / {int(n_eval)} evaluation "
                          f"samples, fewer than one global batch of {global_batch}")
+    cfg.check_batch(int(n_train), int(n_eval))
     model = _guard(spec, "build_model()", workload.build_model)
     if getattr(model, "optimizer", None) is None or not hasattr(model, "fit"):
         raise UsageError(f"--workload {spec}: build_model() must return a compiled tf.keras model "

@@ -69,8 +69,8 @@ class BotParams:
         """A run config's parameters, checked; what it leaves out is its preset's (a config built without any,
         or recorded before they moved out of the run config's own fields, where ``RunConfig.from_dict``
         finds them)."""
-        names = {f.name for f in dataclass_fields(cls)}
-        unknown = sorted(set(cfg.params) - names)
+        names = [f.name for f in dataclass_fields(cls)]
+        unknown = sorted(set(cfg.params) - set(names))
         if unknown:
             raise UsageError(f"--workload {cfg.workload}: no parameter {unknown[0]!r} (it has {', '.join(names)})")
         return cls.for_preset(cfg.preset, **cfg.params)
