@@ -1,13 +1,13 @@
-"""Benchmark: the CPU figures of one run computed by pandas (perfkit's analysis today), Polars and DuckDB:
-wall time, CPU time and peak RSS of each, and whether their figures agree (issue 53's choice of a columnar
-engine, measured before any analysis code moves).
+"""Benchmark: the CPU figures of one run computed by perfkit's analysis, and by Polars and DuckDB written
+directly: wall time, CPU time and peak RSS of each, and whether their figures agree with perfkit's (issue 53's
+choice of a columnar engine was measured here, perfkit's side then being its pandas code; it is DuckDB since).
 
 The figures are the heaviest of ``perfkit analyze`` on a long run (analysis/cpu.py): over the training window
 (first step to last epoch end), per process its samples, CPU% mean and p95, CPU-seconds (each sample's CPU%
 times the interval since the same process's previous sample, the first one the sampler's interval), peak RSS
 and most threads; per host, its workers' CPU% summed per sample, mean and p95. Each engine runs in a fresh
 process (``python -m benchmarks.engines --engine E --run DIR``: its imports, reading the Parquet files and the
-figures, timed whole), engines interleaved in every round; its figures are checked against pandas' (relative
+figures, timed whole), engines interleaved in every round; its figures are checked against perfkit's (relative
 1e-9). The run is generated once by ``benchmarks.synthetic`` at an analysis-speed case's size (``--case``),
 or given (``--run-dir``). An engine that is not installed is reported as such.
 
@@ -42,24 +42,26 @@ from benchmarks._common import (
 )
 
 NAME = "engines"
-ENGINES = ("pandas", "polars", "duckdb")
+ENGINES = ("perfkit", "polars", "duckdb")
 MARK = "ENGINE_FIGURES "
 P95 = 0.95
 
 
 def figures(engine: str, run: Path) -> dict[str, Any]:
     """The figures of ``run`` by ``engine`` (in this process)."""
-    return {"pandas": _pandas, "polars": _polars, "duckdb": _duckdb}[engine](run)
+    return {"perfkit": _perfkit, "polars": _polars, "duckdb": _duckdb}[engine](run)
 
 
-def _pandas(run: Path) -> dict[str, Any]:
-    from perfkit.analysis.cpu import CpuSamples, host_table, process_table
-    from perfkit.results import RunRecord
+def _perfkit(run: Path) -> dict[str, Any]:
+    """As ``perfkit analyze`` loads and computes them: the samples left on disk, queried there."""
+    from perfkit.analysis.cpu import host_table, process_table
+    from perfkit.analysis.cpusamples import CpuSamples
+    from perfkit.analysis.load import load_runs
 
-    record = RunRecord.load(run)
-    samples = CpuSamples.of(record)
-    procs = process_table(samples, record.run).sort_values("pid")
-    hosts = host_table(samples, record.run).sort_values("host")
+    [loaded] = load_runs([run], run.parent).runs
+    samples = CpuSamples.of(loaded.record, files=loaded.cpu_files)
+    procs = process_table(samples, loaded.meta).sort_values("pid")
+    hosts = host_table(samples, loaded.meta).sort_values("host")
     return _canonical(procs.to_dict("records"), hosts.to_dict("records"))
 
 
@@ -152,7 +154,7 @@ def _one(engine: str, run: Path, timeout: float) -> dict[str, Any]:
 def _installed(engine: str) -> bool:
     import importlib.util
 
-    return engine == "pandas" or importlib.util.find_spec(engine) is not None
+    return engine == "perfkit" or importlib.util.find_spec(engine) is not None
 
 
 def measure(args: argparse.Namespace) -> Report:
@@ -174,7 +176,7 @@ def measure(args: argparse.Namespace) -> Report:
     report.results["not_installed"] = missing
     arms = {e: (lambda i, e=e: _one(e, run, args.timeout)) for e in engines if e not in missing}
     got = interleave(arms, args.repeats, progress)
-    reference = next((r["figures"] for r in got.get("pandas", []) if r["ok"]), None)
+    reference = next((r["figures"] for r in got.get("perfkit", []) if r["ok"]), None)
     for engine, runs in got.items():
         ok = [r for r in runs if r["ok"]]
         report.errors += [f"{engine} #{i + 1}: {r['error'] or 'printed no figures'}" for i, r in enumerate(runs)
@@ -182,7 +184,7 @@ def measure(args: argparse.Namespace) -> Report:
         report.results[engine] = {
             "wall_s": stats(r["wall_s"] for r in ok), "cpu_s": stats(r["cpu_s"] for r in ok),
             "peak_rss_bytes": stats(r["peak_rss_bytes"] for r in ok),
-            "agrees_with_pandas": None if reference is None or not ok else disagreement(reference, ok[0]["figures"])
+            "agrees_with_perfkit": None if reference is None or not ok else disagreement(reference, ok[0]["figures"])
             or True}
     report.results["rss_floor_bytes"] = rss_floor_bytes()
     if args.run_dir is None and not args.keep:
@@ -198,7 +200,7 @@ def table(report: Report) -> str:
             continue
         rss = {k: (v / 1e9 if isinstance(v, (int, float)) and k in ("median", "min", "max") else v)
                for k, v in r["peak_rss_bytes"].items()}
-        agrees = r["agrees_with_pandas"]
+        agrees = r["agrees_with_perfkit"]
         rows.append([engine, fmt_range(r["wall_s"]), fmt_range(r["cpu_s"]), fmt_range(rss),
                      "yes" if agrees is True else "-" if agrees is None else f"no: {agrees}"])
     missing = report.results.get("not_installed") or []
@@ -206,7 +208,7 @@ def table(report: Report) -> str:
     floor = report.results.get("rss_floor_bytes")
     tail += f"\n\nPeak RSS floor (a bare `python -c pass` started here): {floor / 1e9:.3f} GB." if floor else ""
     return (f"{heading(report)}\n\n"
-            + markdown_table(["engine", "wall s", "CPU s", "peak RSS GB", "figures as pandas'"], rows,
+            + markdown_table(["engine", "wall s", "CPU s", "peak RSS GB", "figures as perfkit's"], rows,
                              right=(1, 2, 3)) + tail)
 
 
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--case", default="16w", choices=["4w", "16w", "64w", "256w"], help="the generated run's size")
     p.add_argument("--run-dir", type=Path, default=None, help="an existing run instead of a generated one")
-    p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated: pandas, polars, duckdb")
+    p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated: perfkit, polars, duckdb")
     p.add_argument("--keep", action="store_true", help="keep the generated run directory")
     args = p.parse_args(argv)
     if args.engine is not None:  # the measured process

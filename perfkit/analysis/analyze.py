@@ -23,6 +23,7 @@ from perfkit.analysis import runcache
 from perfkit.analysis.advice import advice_table
 from perfkit.analysis.answer import assumption_lines
 from perfkit.analysis.command import NO_STEPS, command_row, exit_codes, stepless, stepless_worker_rows, worker_indices
+from perfkit.analysis.cpusamples import CpuSamples, training_window
 from perfkit.analysis.goodput import goodput_table, run_goodput
 from perfkit.analysis.load import LoadedRun
 from perfkit.analysis.modes import mode_table
@@ -31,7 +32,7 @@ from perfkit.analysis.result import Analysis
 from perfkit.analysis.select import Selection, describe_data, load_and_select
 from perfkit.analysis.startup import startup_phases
 from perfkit.analysis.stragglers import StragglerFigures, estimate_split, stragglers, trace_split
-from perfkit.analysis.summary import cpu_table_of, epoch_table, summarize, training_window
+from perfkit.analysis.summary import epoch_table, summarize
 from perfkit.analysis.timeline import step_timeline
 from perfkit.analysis.verdict import verdict
 from perfkit.analysis.verify import verification_table
@@ -135,8 +136,8 @@ RELATIVE_COLUMNS = ["ideal_speedup", "speedup", "speedup_fit", "efficiency", "ef
 def run_figures(run: LoadedRun, is_baseline: bool = False) -> _RunFigures:
     rec = run.record
     no_steps = stepless(rec.run)  # only the whole command's figures (analysis/command.py)
-    cpu = cpu_fig.CpuSamples.of(rec, whole_life=no_steps)
-    per_worker_cpu = cpu_table_of(cpu.window)
+    cpu = CpuSamples.of(rec, whole_life=no_steps, files=run.cpu_files)
+    per_worker_cpu = cpu.per_worker
     epochs = epoch_table(rec)
     summary = summarize(rec, cpu=per_worker_cpu, epochs=epochs)
     asynchronous = run.mode == "ps"  # no worker waits for another: no straggler split, no what-if
@@ -290,7 +291,7 @@ def describe_links(meta: RunMeta) -> str | None:
     return ", ".join(out) or None
 
 
-def _worker_rows(run: LoadedRun, per_worker_cpu: pd.DataFrame, cpu: cpu_fig.CpuSamples,
+def _worker_rows(run: LoadedRun, per_worker_cpu: pd.DataFrame, cpu: CpuSamples,
                  strag: StragglerFigures | None, fit_s: float = math.nan) -> pd.DataFrame:
     steps = run.record.steps
     if steps.empty:

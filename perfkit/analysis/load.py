@@ -27,10 +27,11 @@ from pandas.api.types import is_numeric_dtype
 
 from perfkit.analysis import runcache, tracetables
 from perfkit.analysis.command import utc_seconds
+from perfkit.analysis.cpusamples import CpuFiles
 from perfkit.analysis.summary import final_attempt
 from perfkit.analysis.tracetables import TraceTables, load_traces, profile_workers
 from perfkit.errors import ResultsError, UsageError
-from perfkit.results import CPU_TEXT, RUN_FILE, RunMeta, RunRecord, iter_run_dirs, load_meta
+from perfkit.results import RUN_FILE, RunMeta, RunRecord, iter_run_dirs, load_meta
 
 PART_SEP = "--"
 TRACE_STEP_COLUMNS = tracetables.TRACE_STEP_COLUMNS  # at least these in LoadedRun.trace (plus V2_COLUMNS)
@@ -38,7 +39,6 @@ TRACE_OP_COLUMNS = tracetables.TRACE_OP_COLUMNS
 _NUMERIC = {
     "steps": ("epoch", "step", "t_start_ns", "t_end_ns", "duration_s", "samples"),
     "epochs": ("epoch", "t_start_ns", "t_end_ns", "train_s", "val_s"),
-    "cpu": ("t_ns", "worker", "pid", "cpu_percent", "rss_bytes", "num_threads"),
 }
 
 
@@ -56,6 +56,7 @@ class LoadedRun:
     warnings: tuple[str, ...] = ()
     cached: runcache.Cached | None = None  # its figures from the analysis cache (then ``record`` has no tables)
     inputs: dict[str, Any] | None = None  # the cache's key of its files before they were read (cache on)
+    cpu_files: CpuFiles = CpuFiles()  # its CPU samples, left on disk (``record.cpu`` is then empty)
 
     @property
     def meta(self) -> RunMeta:
@@ -177,7 +178,7 @@ def _merge(run_id: str, parts: list[tuple[Path, RunMeta]]) -> LoadedRun:
     records = []
     for path, _ in parts:
         try:
-            records.append(_checked(RunRecord.load(path)))
+            records.append(_checked(RunRecord.load(path, samples=False)))
         except ResultsError as exc:
             empty = RunRecord(path, parts[0][1], *(pd.DataFrame() for _ in range(4)))
             return LoadedRun(run_id, paths, empty, problems=(str(exc),))
@@ -187,19 +188,25 @@ def _merge(run_id: str, parts: list[tuple[Path, RunMeta]]) -> LoadedRun:
         names = ", ".join(r.path.name for r, o in zip(records, offsets) if o is None)
         problems.append(f"cannot line up the parts: {names} has no wall-clock anchor")
     record = _merged_record(records, [o or 0 for o in offsets], any(o is not None for o in offsets))
+    cpu = CpuFiles(tuple((r.path / "cpu.parquet", o or 0) for r, o in zip(records, offsets)
+                         if (r.path / "cpu.parquet").is_file()))
+    try:
+        sampled = cpu.check()
+    except ResultsError as exc:
+        return LoadedRun(run_id, paths, record, problems=(str(exc),))
     tables = [load_traces(r.path, r.run) for r in records]
     trace, ops, warnings = _trace_frames(records, tables)
     problems += completeness_problems(record, records)
     trace, more = _usable_trace(trace, record)
     why = tracetables.why_no_trace([r.run for r in records], tables, trace, more)
     return LoadedRun(run_id, paths, record, trace, ops, why, tuple(problems),
-                     tuple(warnings + more + _cpu_gaps(record)))
+                     tuple(warnings + more + _cpu_gaps(record, sampled)), cpu_files=cpu)
 
 
-def _cpu_gaps(record: RunRecord) -> list[str]:
-    """Workers with steps (a run without steps: every worker) but no CPU sample: the run's CPU figures
-    are then left out (see analyze)."""
-    if record.cpu.empty:
+def _cpu_gaps(record: RunRecord, sampled: set[int]) -> list[str]:
+    """Workers with steps (a run without steps: every worker) but no CPU sample (``sampled``: the workers
+    that have one): the run's CPU figures are then left out (see analyze)."""
+    if not sampled:
         return []
     if record.run.launch.get("recorded") is False:
         expected = {w.index for w in record.run.workers}
@@ -207,7 +214,7 @@ def _cpu_gaps(record: RunRecord) -> list[str]:
         return []
     else:
         expected = set(record.steps["worker"].unique())
-    missing = expected - set(record.cpu["worker"].unique())
+    missing = expected - sampled
     return [(f"no CPU samples of worker(s) {_list(int(w) for w in missing)}: CPU cost and per-host CPU are left "
              f"out")] if missing else []
 
@@ -258,17 +265,9 @@ def _merged_record(records: list[RunRecord], offsets: list[int], wall: bool) -> 
     if len(records) > 1 and not steps.empty:
         steps = steps.sort_values(["worker", "epoch", "step"], kind="stable", ignore_index=True)
     meta = _merged_meta([r.run for r in records], wall)
-    return RunRecord(records[0].path, meta, steps, cat("epochs", ("t_start_ns", "t_end_ns")),
-                     _categories(cat("cpu", ("t_ns",)), CPU_TEXT), cat("system", ("t_ns",)))
-
-
-def _categories(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.DataFrame:
-    """Text columns with few values as categories: filtering a million rows then moves integer codes. One
-    part's are categories already (``RunRecord.load``); parts concatenated with different ones are not."""
-    if df.empty:
-        return df
-    return df.astype({c: "category" for c in cols if c in df.columns and not isinstance(df[c].dtype,
-                                                                                          pd.CategoricalDtype)})
+    # the samples stay on disk (``LoadedRun.cpu_files``): the parts' empty tables
+    return RunRecord(records[0].path, meta, steps, cat("epochs", ("t_start_ns", "t_end_ns")), records[0].cpu,
+                     records[0].system)
 
 
 _SEVERITY = {"complete": 0, "running": 1, "interrupted": 2, "failed": 3}

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from perfkit.analysis.cpu import CpuSamples, host_budgets, training_cpu_seconds, worker_hosts
+from perfkit.analysis.cpu import host_budgets, training_cpu_seconds, worker_hosts
+from perfkit.analysis.cpusamples import CpuSamples, training_window
 from perfkit.analysis.stragglers import StepSplit, step_keys
-from perfkit.analysis.summary import final_attempt, recompiled, training_window
+from perfkit.analysis.summary import final_attempt, recompiled
 from perfkit.errors import UsageError
 from perfkit.profiler.tracewindow import executions_per_epoch, resolve
 from perfkit.results import RunRecord

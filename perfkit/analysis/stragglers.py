@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfkit.analysis.cpu import CpuSamples, host_budgets, worker_hosts, worker_ticks
+from perfkit.analysis.cpu import host_budgets, worker_hosts
+from perfkit.analysis.cpusamples import CpuSamples
 from perfkit.analysis.tracetables import V2_COLUMNS, overlap_share
 from perfkit.results import RunRecord
 
@@ -110,14 +111,13 @@ def trace_split(trace: pd.DataFrame | None, workers: int) -> StepSplit | None:
 
 def estimate_split(record: RunRecord, cpu: CpuSamples, workers: int, why: str = "") -> StepSplit | None:
     """Per-step busy time from CPU-seconds per step (cumulative CPU interpolated at step bounds)."""
-    steps, ticks = _steady_steps(record.steps), worker_ticks(cpu.rows)
-    if steps.empty or ticks.empty:
+    steps = _steady_steps(record.steps)
+    if steps.empty or cpu.worker_cpu_s.empty:
         return None
-    allowance = _allowance(record, worker_ticks(cpu.workers))
+    allowance = _allowance(record, cpu.per_worker)
     frames = []
-    by_worker = dict(tuple(ticks.groupby("worker", sort=True)))
     for w, s in steps.groupby("worker", sort=True):
-        t = by_worker.get(w, ticks.iloc[0:0])
+        t = cpu.ticks_of(int(w))  # one worker's samples at a time: a long run's are tens of millions
         if t.empty or not allowance.get(int(w)):
             return None
         cpu_s = _cpu_seconds_between(t, s["t_start_ns"].to_numpy(), s["t_end_ns"].to_numpy())
@@ -139,16 +139,16 @@ def _steady_steps(steps: pd.DataFrame) -> pd.DataFrame:
     return steps[steps["step"] > steps["step"].min()]
 
 
-def _allowance(record: RunRecord, ticks: pd.DataFrame) -> dict[int, float]:
+def _allowance(record: RunRecord, per_worker: pd.DataFrame) -> dict[int, float]:
     """Cores a worker could compute with: its host's budget / the host's workers, or its p95 if higher."""
     hosts, budgets = worker_hosts(record.run), host_budgets(record.run)
     per_host = pd.Series(hosts).value_counts()
-    p95 = ticks.groupby("worker")["cpu_percent"].quantile(0.95) / 100
+    mine = per_worker[per_worker["worker"] >= 0]
     out = {}
-    for w, measured in p95.items():
+    for w, p95 in zip(mine["worker"], mine["cpu_p95"] / 100, strict=True):
         host = hosts.get(int(w))
         share = budgets.get(host, math.nan) / per_host.get(host, 1) if host is not None else math.nan
-        known = [x for x in (share, float(measured)) if not math.isnan(x)]
+        known = [x for x in (share, float(p95)) if not math.isnan(x)]
         out[int(w)] = max(known) if known else 0.0
     return out
 

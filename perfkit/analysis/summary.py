@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from perfkit.analysis.groups import Groups
+from perfkit.analysis.cpusamples import CpuSamples, training_window
 from perfkit.results import RunRecord
 
 
@@ -101,61 +101,10 @@ def epoch_table(record: RunRecord) -> pd.DataFrame:
     return out
 
 
-def training_window(record: RunRecord) -> tuple[int, int] | None:
-    """First step start to last epoch end (monotonic ns), the span CPU figures are taken over."""
-    if record.steps.empty:
-        return None
-    start = int(record.steps["t_start_ns"].min())
-    end = int(record.epochs["t_end_ns"].max()) if not record.epochs.empty else int(record.steps["t_end_ns"].max())
-    return start, end
-
-
 def cpu_table(record: RunRecord) -> pd.DataFrame:
-    """Per worker: CPU% (its processes summed per sample) mean and p95 over the training window, peak RSS."""
-    window = training_window(record)
-    cpu = record.cpu
-    if window is None or cpu.empty:
-        return pd.DataFrame(columns=CPU_TABLE_COLUMNS)
-    return cpu_table_of(cpu[(cpu["t_ns"] >= window[0]) & (cpu["t_ns"] <= window[1])])
-
-
-CPU_TABLE_COLUMNS = ["worker", "host", "samples", "cpu_mean", "cpu_p95", "rss_peak_bytes", "threads_max"]
-
-
-def cpu_table_of(cpu: pd.DataFrame) -> pd.DataFrame:
-    """``cpu_table`` of cpu.parquet rows already limited to the training window."""
-    cols = CPU_TABLE_COLUMNS
-    if cpu.empty:
-        return pd.DataFrame(columns=cols)
-    per_tick = per_worker_tick(cpu, {"cpu_percent": "sum", "rss_bytes": "sum", "num_threads": "sum"})
-    g = Groups.of(per_tick["worker"])
-    percent = per_tick["cpu_percent"].to_numpy()
-    out = pd.DataFrame({"worker": g.keys, "host": g.first(per_tick["host"]), "samples": g.sizes,
-                        "cpu_mean": g.mean(percent), "cpu_p95": g.quantile(percent, 0.95),
-                        "rss_peak_bytes": g.max(per_tick["rss_bytes"]), "threads_max": g.max(per_tick["num_threads"])})
-    return out[cols]
-
-
-def per_worker_tick(cpu: pd.DataFrame, how: dict[str, str]) -> pd.DataFrame:
-    """One row per worker and sample, its processes' columns combined as ``how`` says (e.g. summed).
-
-    When every worker is one process the rows already are that (the common case, and cheap); otherwise
-    the rows are grouped by worker and sample time.
-    """
-    if cpu.empty or _one_process_each(cpu):
-        return cpu
-    return cpu.groupby(["worker", "t_ns"], as_index=False, sort=False).agg(
-        host=("host", "first"), **{col: (col, fn) for col, fn in how.items()})
-
-
-def _one_process_each(cpu: pd.DataFrame) -> bool:
-    """Whether no worker has rows of two pids: distinct (worker, pid) pairs, hashed as one integer each (a
-    per-worker nunique of 10M rows took 0.35 s)."""
-    worker, pid = cpu["worker"].to_numpy(), cpu["pid"].to_numpy()
-    if worker.dtype.kind not in "iu" or pid.dtype.kind not in "iu" or (len(pid) and pid.max() >= 2**32):
-        return bool(cpu.groupby("worker")["pid"].nunique().max() <= 1)
-    pairs = pd.unique((worker.astype("int64") << 32) | pid.astype("int64"))
-    return len(pairs) == len(np.unique(pairs >> 32))
+    """Per worker: CPU% (its processes summed per sample) mean and p95 over the training window, peak RSS
+    (``CpuSamples.per_worker``; the launcher is worker -1)."""
+    return CpuSamples.of(record).per_worker
 
 
 def _steady(values: pd.Series) -> tuple[float, bool]:

@@ -113,14 +113,14 @@ def test_engines_smoke(tmp_path: Path) -> None:
 
     data = smoke("engines", tmp_path, "--case", "16w")
     r = data["results"]
-    assert r["generated"]["workers"] == 16 and r["pandas"]["agrees_with_pandas"] is True
-    positive(r["pandas"]["wall_s"])
-    positive(r["pandas"]["peak_rss_bytes"])
-    for engine in ("polars", "duckdb"):  # optional (pip install -e ".[bench]"): measured, or named as missing
+    assert r["generated"]["workers"] == 16 and r["perfkit"]["agrees_with_perfkit"] is True
+    positive(r["perfkit"]["wall_s"])
+    positive(r["perfkit"]["peak_rss_bytes"])
+    for engine in ("polars", "duckdb"):  # polars is optional (pip install -e ".[bench]"): measured, or named as missing
         if importlib.util.find_spec(engine) is None:
             assert engine in r["not_installed"] and engine not in r
         else:
-            assert r[engine]["agrees_with_pandas"] is True, r[engine]
+            assert r[engine]["agrees_with_perfkit"] is True, r[engine]
             positive(r[engine]["wall_s"])
 
 

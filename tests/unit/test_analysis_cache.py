@@ -41,9 +41,9 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     calls: list[Path] = []
     real = results.RunRecord.load.__func__
 
-    def counting(cls: type[results.RunRecord], path: str | Path) -> results.RunRecord:
+    def counting(cls: type[results.RunRecord], path: str | Path, samples: bool = True) -> results.RunRecord:
         calls.append(Path(path))
-        return real(cls, path)
+        return real(cls, path, samples)
 
     monkeypatch.setattr(results.RunRecord, "load", classmethod(counting))
     return calls

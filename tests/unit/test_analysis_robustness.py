@@ -84,6 +84,34 @@ def test_non_numeric_column_is_a_schema_error(tmp_path: Path, base: Path) -> Non
     assert "epochs column train_s is not numeric" in _reason(tmp_path)
 
 
+def test_cpu_samples_with_damaged_pages_leave_the_run_out_named(tmp_path: Path, base: Path) -> None:
+    """The footer reads (so the file opens) but the pages between do not: found while the run loads, the
+    file named, the others analysed; never a traceback midway through the figures."""
+    import struct
+
+    [path] = write_run(tmp_path, RUN)
+    f = path / "cpu.parquet"
+    data = bytearray(f.read_bytes())
+    footer = struct.unpack("<I", bytes(data[-8:-4]))[0]
+    data[4:len(data) - 8 - footer] = b"\xab" * (len(data) - 12 - footer)
+    f.write_bytes(bytes(data))
+    reason = _reason(tmp_path)
+    assert reason.startswith(f"{f}: unreadable Parquet file (") and "\n" not in reason
+    assert BASE in set(analyze(None, tmp_path).runs["run_id"])
+
+
+@pytest.mark.parametrize(("change", "words"), [({"cpu_percent": "busy"}, "cpu column cpu_percent is not numeric"),
+                                               (None, "missing columns rss_bytes")])
+def test_cpu_samples_of_another_schema_are_named(tmp_path: Path, base: Path, change: dict | None, words: str) -> None:
+    import pandas as pd
+
+    [path] = write_run(tmp_path, RUN)
+    f = path / "cpu.parquet"
+    df = pd.read_parquet(f)
+    (df.assign(**change) if change else df.drop(columns="rss_bytes")).to_parquet(f)
+    assert _reason(tmp_path) == f"{f}: {words}"
+
+
 def test_corrupt_trace_falls_back_to_labelled_estimates(tmp_path: Path, base: Path) -> None:
     [path] = write_run(tmp_path, RUN)
     (path / "trace_steps.parquet").write_bytes(b"\x00garbage")

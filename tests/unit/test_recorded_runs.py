@@ -1,12 +1,19 @@
-"""Runs recorded by a real perfkit, committed (tests/data/runs/recorded-2026-12-06.tgz): a single-mode tiny
-baseline (no trace) and a 2-worker tiny multi-worker run with its trace window, both written by main at
-63f4ae9, before run records were written as typed records. ``perfkit analyze`` of them must give the JSON
-committed beside them, every number to a relative 1e-9: the on-disk format stays readable, and a change to
-how the analysis computes (issue 53's columnar engine) must not move a figure. When a change is meant to
-move one, the expected file is regenerated and the commit says why."""
+"""Run sets committed with the JSON ``perfkit analyze`` gave of them, every number of which a later perfkit
+must give again to a relative 1e-9: the on-disk format stays readable, and a change to how the analysis
+computes must not move a figure. When a change is meant to move one, the expected file is regenerated and the
+commit says why.
+
+- tests/data/runs/recorded-2026-12-06.tgz: runs recorded by a real perfkit, main at 63f4ae9 (before run
+  records were written as typed records): a single-mode tiny baseline (no trace) and a 2-worker tiny
+  multi-worker run with its trace window.
+- tests/data/runs/synthetic-4w-2026-12-07.tgz: ``benchmarks/synthetic.py``'s baseline and 4-worker run (150
+  steps an epoch, 3 epochs, 4,000 CPU samples, a straggler, a trace table), its expected JSON made by main at
+  c3d3dda, before the CPU figures moved from pandas to DuckDB queries (issue 53).
+"""
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import tarfile
@@ -45,13 +52,19 @@ def _analysed(results: Path, out: Path) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in VOLATILE}
 
 
-def test_recorded_runs_analyse_to_the_committed_figures_first_and_from_the_cache(tmp_path: Path) -> None:
-    with tarfile.open(DATA / "recorded-2026-12-06.tgz") as tar:
+@pytest.mark.parametrize(("name", "expected", "run_ids"), [
+    ("recorded-2026-12-06", "recorded-2026-12-06.expected.json", {"fixture-single", "fixture-multi-2w"}),
+    ("synthetic-4w-2026-12-07", "synthetic-4w-2026-12-07.expected.json.gz",
+     {"20261130T000000Z-single-synthetic", "20261201T000000Z-multi-synthetic"})])
+def test_committed_runs_analyse_to_the_committed_figures_first_and_from_the_cache(
+        tmp_path: Path, name: str, expected: str, run_ids: set[str]) -> None:
+    with tarfile.open(DATA / f"{name}.tgz") as tar:
         tar.extractall(tmp_path / "runs", filter="data")
-    want = json.loads((DATA / "recorded-2026-12-06.expected.json").read_text())
+    packed = (DATA / expected).read_bytes()
+    want = json.loads(gzip.decompress(packed) if expected.endswith(".gz") else packed)
     first = _analysed(tmp_path / "runs", tmp_path / "first.json")
     assert not differences(want, first), differences(want, first)[:10]
-    assert {r["run_id"] for r in first["runs"]} == {"fixture-single", "fixture-multi-2w"}
+    assert {r["run_id"] for r in first["runs"]} == run_ids
     again = _analysed(tmp_path / "runs", tmp_path / "again.json")  # the analysis cache's answer
     assert not differences(want, again), differences(want, again)[:10]
 

@@ -27,7 +27,7 @@ from perfkit.analysis.advice.records import (
     advice_of,
 )
 from perfkit.analysis.advice.terms import steady_epochs, terms, window_growth
-from perfkit.analysis.cpu import CpuSamples
+from perfkit.analysis.cpusamples import CpuSamples
 from perfkit.analysis.overheads import WindowCost, cpu_held, window_cost, worker_cores
 from perfkit.analysis.stragglers import StepSplit
 from perfkit.analysis.whatif import StepModel

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from perfkit.analysis.cpu import CpuSamples
-from perfkit.analysis.summary import final_attempt, training_window
+from perfkit.analysis.cpusamples import CpuSamples, training_window
+from perfkit.analysis.summary import final_attempt
 from perfkit.results import RunMeta, RunRecord
 from perfkit.runmeta import WorkerRecord
 

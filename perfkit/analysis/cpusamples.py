@@ -1,0 +1,281 @@
+"""A run's CPU samples as DuckDB tables: read where they lie, aggregated there, small tables handed back.
+
+A long run of many workers holds tens of millions of samples; pandas would hold them whole, several times
+over, to compute a few rows per process, worker and host. Here each part's cpu.parquet is scanned through an
+Arrow dataset (no path becomes SQL text, so no character in it is read as a glob or a quote) into one
+table of numbers, and the figures (``perfkit.analysis.cpu``) are queries over it. Why DuckDB: measured
+against pandas and Polars on a generated 64-worker run (benchmarks/measurements/README.md, "Analysis at
+cluster scale"), it was as fast as Polars with the least memory, and it spills to disk past its memory
+limit. A record built in memory (a live run, a test) is scanned from its DataFrame by the same queries.
+
+``cpu_percent`` is the average over the interval since the process's previous sample (100 = one core), so a
+sample's CPU-seconds are ``cpu_percent / 100 * dt_s``, ``dt_s`` being the time since the same process's
+previous sample; a process's first sample covers one sampler interval (run.json's, else the median
+interval, else 0). A process is its pid, or (host, pid) when parts of several hosts were merged, as pids
+repeat across machines. The sampler never writes NaN (psutil gives numbers); a NaN read from a file counts
+as a missing value, as pandas counts it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from perfkit.errors import ResultsError
+from perfkit.results import CPU_COLUMNS, RunMeta, RunRecord
+
+CPU_TABLE_COLUMNS = ["worker", "host", "samples", "cpu_mean", "cpu_p95", "rss_peak_bytes", "threads_max"]
+_NUMERIC = ("t_ns", "worker", "pid", "cpu_percent", "rss_bytes", "num_threads")
+
+
+@dataclass(frozen=True)
+class CpuFiles:
+    """A run's samples on disk: each part's cpu.parquet and the shift (ns) onto the run's clock."""
+
+    files: tuple[tuple[Path, int], ...] = ()
+
+    def check(self) -> set[int]:
+        """Read every part's schema, then every value once (keeping none), and return the workers sampled
+        (the launcher, -1, included). A file that cannot be read, lacks a column or holds text where a number
+        belongs is a ResultsError naming it: found while the run loads, not midway through its figures."""
+        sampled: set[int] = set()
+        with _Db() as db:
+            for i, (path, _) in enumerate(self.files):
+                _check_schema(path)
+                try:
+                    _register_file(db.con, f"part{i}", path)
+                    [(workers,)] = db.con.execute(
+                        f"SELECT list(DISTINCT worker) FROM (SELECT worker, min(t_ns), max(host), max(pid), max(role), "
+                        f"max(cpu_percent), max(rss_bytes), max(num_threads) FROM part{i} GROUP BY worker)").fetchall()
+                except Exception as exc:
+                    if not _unreadable(exc):
+                        raise
+                    raise ResultsError(f"{path}: unreadable Parquet file ({_reason(exc)})") from None
+                sampled |= {int(w) for w in workers or () if w is not None}
+        return sampled
+
+
+def _check_schema(path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        raise ResultsError(f"{path}: unreadable Parquet file ({exc.__class__.__name__})") from None
+    missing = [c for c in CPU_COLUMNS if c not in schema.names]
+    if missing:
+        raise ResultsError(f"{path}: missing columns {', '.join(missing)}")
+    for c in _NUMERIC:
+        kind = schema.field(c).type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+            raise ResultsError(f"{path}: cpu column {c} is not numeric")
+
+
+class _Db:
+    """An in-memory DuckDB whose spills go to a private temporary folder (removed with it), not the
+    working directory, which may belong to someone else or be read-only."""
+
+    def __init__(self) -> None:
+        import duckdb
+
+        self.spill = tempfile.mkdtemp(prefix="perfkit-duckdb-")
+        self.con = duckdb.connect(config={"temp_directory": self.spill})
+        self._done = weakref.finalize(self, _close, self.con, self.spill)
+
+    def __enter__(self) -> _Db:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done()
+
+
+def _close(con: Any, spill: str) -> None:
+    con.close()
+    shutil.rmtree(spill, ignore_errors=True)
+
+
+def _register_file(con: Any, name: str, path: Path) -> None:
+    """``path`` as the view ``name``, scanned through an Arrow dataset: no path is written into SQL."""
+    import pyarrow.dataset as ds
+
+    try:
+        con.register(name, ds.dataset(str(path), format="parquet"))
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        raise ResultsError(f"{path}: unreadable Parquet file ({exc.__class__.__name__})") from None
+
+
+def _number(column: str) -> str:
+    return f"CASE WHEN isnan(CAST({column} AS DOUBLE)) THEN NULL ELSE CAST({column} AS DOUBLE) END"
+
+
+def _raw(shifts: list[int]) -> str:
+    """Every source's rows on the run's clock, in the types the figures read."""
+    return " UNION ALL ".join(
+        f"SELECT CAST(t_ns AS BIGINT) + {int(shift)} AS t_ns, CAST(worker AS BIGINT) AS worker, "
+        f"CAST(host AS VARCHAR) AS host, CAST(pid AS BIGINT) AS pid, CAST(role AS VARCHAR) AS role, "
+        f"{_number('cpu_percent')} AS cpu_percent, rss_bytes, num_threads FROM part{i}"
+        for i, shift in enumerate(shifts))
+
+
+_RAW_SCHEMA = ("t_ns BIGINT, worker BIGINT, host VARCHAR, pid BIGINT, role VARCHAR, cpu_percent DOUBLE, "
+               "rss_bytes BIGINT, num_threads BIGINT")
+
+
+def _source(con: Any, files: tuple[tuple[Path, int], ...] | None, frame: pd.DataFrame) -> str:
+    """The SQL of every sample's row on the run's clock: ``files`` (each registered as a view), else
+    ``frame``; a frame without samples is an empty table of the same columns."""
+    if files:
+        for i, (path, _) in enumerate(files):
+            _register_file(con, f"part{i}", path)
+        return f"({_raw([shift for _, shift in files])})"
+    if frame.empty or not set(CPU_COLUMNS) <= set(frame.columns):
+        con.execute(f"CREATE TABLE raw ({_RAW_SCHEMA})")
+        return "raw"
+    con.register("part0", frame)
+    return f"({_raw([0])})"
+
+
+@dataclass(frozen=True, eq=False)
+class CpuSamples:
+    """The samples of one run in ``db``: table ``samples`` (proc, worker, t_ns, cpu_percent, rss_bytes,
+    num_threads, gap: seconds since the process's previous sample), table ``procs`` (proc, worker, host,
+    pid, role as of each process's first sample, at ``t_first``) and view ``s`` (samples with ``dt_s``
+    and ``cpu_s``)."""
+
+    db: Any
+    window: tuple[int, int] | None  # the span figures are taken over; None: no figures
+    start_ns: int | None  # the training window's start (first step; a run without steps: first sample)
+
+    @classmethod
+    def of(cls, record: RunRecord, whole_life: bool = False, files: CpuFiles | None = None) -> CpuSamples:
+        """``record``'s samples (its ``cpu`` frame, or ``files`` when given: the analysis leaves them on
+        disk). ``whole_life``: a run without steps (no training window) is taken over every sample."""
+        db = _Db()
+        on_disk = files is not None and bool(files.files)
+        raw = _source(db.con, files.files if on_disk else None, record.cpu)  # type: ignore[union-attr]
+        try:
+            _tables(db.con, raw, several=len(record.run.parts) > 1)
+            dt = _dt(db.con, record.run)
+            db.con.execute(f"CREATE VIEW s AS SELECT *, {dt} AS dt_s, cpu_percent / 100.0::DOUBLE * {dt} AS cpu_s "
+                           f"FROM samples")
+        except Exception as exc:
+            if not on_disk or not _unreadable(exc):
+                raise
+            names = ", ".join(str(p) for p, _ in files.files)  # type: ignore[union-attr]
+            raise ResultsError(f"{names}: unreadable CPU samples ({_reason(exc)})") from None
+        window = training_window(record)
+        if window is None and whole_life:
+            lo, hi = db.con.execute("SELECT min(t_ns), max(t_ns) FROM samples").fetchall()[0]
+            window = (int(lo), int(hi)) if lo is not None else None
+        return cls(db, window, window[0] if window else None)
+
+    def query(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
+        return self.db.con.execute(sql, params or []).df()
+
+    @property
+    def inside(self) -> str:
+        """The SQL condition of a sample within the window."""
+        return f"t_ns BETWEEN {int(self.window[0])} AND {int(self.window[1])}" if self.window else "FALSE"
+
+    @functools.cached_property
+    def per_worker(self) -> pd.DataFrame:
+        """Per worker (the launcher, -1, included) over the window: its processes' CPU% summed per sample,
+        mean and p95; peak RSS and most threads, summed the same way; the host of its first sample."""
+        return self.query(f"""
+            WITH ticks AS (SELECT worker, t_ns, sum(cpu_percent) AS cpu_percent, sum(rss_bytes) AS rss_bytes,
+                                  sum(num_threads) AS num_threads
+                           FROM s WHERE {self.inside} GROUP BY worker, t_ns),
+                 hosts AS (SELECT worker, arg_min(host, t_first) AS host FROM procs GROUP BY worker)
+            SELECT worker, host, count(*) AS samples, avg(cpu_percent) AS cpu_mean,
+                   quantile_cont(cpu_percent, 0.95) AS cpu_p95, max(rss_bytes) AS rss_peak_bytes,
+                   max(num_threads) AS threads_max
+            FROM ticks LEFT JOIN hosts USING (worker) GROUP BY worker, host ORDER BY worker""")[CPU_TABLE_COLUMNS]
+
+    @functools.cached_property
+    def worker_cpu_s(self) -> pd.Series:
+        """Worker -> its CPU-seconds over the window (its processes summed), in worker order; the launcher
+        left out."""
+        df = self.query(f"SELECT worker, coalesce(sum(cpu_s), 0) AS cpu_s FROM s WHERE {self.inside} "
+                        f"AND worker >= 0 GROUP BY worker ORDER BY worker")
+        return pd.Series(df["cpu_s"].to_numpy(dtype=float), index=pd.Index(df["worker"].to_numpy(dtype="int64"),
+                                                                               name="worker"), name="cpu_s")
+
+    def ticks_of(self, worker: int) -> pd.DataFrame:
+        """One worker's every sample time (not only the window's): its processes' CPU-seconds summed, the
+        longest interval among them, in time order."""
+        return self.query("SELECT t_ns, sum(cpu_s) AS cpu_s, max(dt_s) AS dt_s FROM s WHERE worker = ? "
+                          "GROUP BY t_ns ORDER BY t_ns", [int(worker)])
+
+    def command_cpu_s(self) -> float:
+        """CPU-seconds of every worker process over every sample (the launcher left out); NaN: none."""
+        n, total = self.db.con.execute("SELECT count(*), coalesce(sum(cpu_s), 0) FROM s WHERE worker >= 0"
+                                       ).fetchall()[0]
+        return float(total) if n else math.nan
+
+
+def _tables(con: Any, raw: str, several: bool) -> None:
+    """``procs`` then ``samples`` from the rows of ``raw``."""
+    if several:
+        con.execute(f"""CREATE TABLE procs AS
+            SELECT row_number() OVER (ORDER BY host, pid) - 1 AS proc, * FROM (
+                SELECT host, pid, arg_min(worker, t_ns) AS worker, arg_min(role, t_ns) AS role,
+                       min(t_ns) AS t_first
+                FROM {raw} GROUP BY host, pid)""")
+        keyed = f"""(SELECT p.proc, r.* FROM {raw} r JOIN procs p
+                     ON r.pid = p.pid AND r.host IS NOT DISTINCT FROM p.host)"""
+    else:
+        con.execute(f"""CREATE TABLE procs AS
+            SELECT pid AS proc, pid, arg_min(worker, t_ns) AS worker, arg_min(host, t_ns) AS host,
+                   arg_min(role, t_ns) AS role, min(t_ns) AS t_first FROM {raw} GROUP BY pid""")
+        keyed = f"(SELECT pid AS proc, * FROM {raw})"
+    con.execute(f"""CREATE TABLE samples AS
+        SELECT proc, worker, t_ns, cpu_percent, rss_bytes, num_threads,
+               (t_ns - lag(t_ns) OVER (PARTITION BY proc ORDER BY t_ns)) / 1e9 AS gap
+        FROM {keyed}""")
+
+
+def training_window(record: RunRecord) -> tuple[int, int] | None:
+    """First step start to last epoch end (monotonic ns), the span CPU figures are taken over."""
+    if record.steps.empty:
+        return None
+    start = int(record.steps["t_start_ns"].min())
+    end = int(record.epochs["t_end_ns"].max()) if not record.epochs.empty else int(record.steps["t_end_ns"].max())
+    return start, end
+
+
+def sample_interval_s(meta: RunMeta) -> float:
+    value = meta.sampler.get("interval_s") or meta.config.get("sample_interval")
+    return float(value) if value else math.nan
+
+
+def _dt(con: Any, meta: RunMeta) -> str:
+    """A sample's interval in SQL: the gap since its process's previous sample; a first sample's is the
+    sampler's interval (run.json), else the median gap, else 0."""
+    first = sample_interval_s(meta)
+    if math.isnan(first):
+        (median,) = con.execute("SELECT median(gap) FROM samples").fetchall()[0]
+        first = float(median) if median is not None else 0.0
+    return f"coalesce(gap, CAST('{first!r}' AS DOUBLE))"
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a reading error, without DuckDB's preamble (it names the view, not the file)."""
+    text = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+    return text.split("failed: ", 1)[-1][:160]
+
+
+def _unreadable(exc: BaseException) -> bool:
+    """An error of reading the files (DuckDB's, or Arrow's through its scan), not of perfkit's queries."""
+    import duckdb
+    import pyarrow as pa
+
+    return isinstance(exc, (duckdb.IOException, duckdb.InvalidInputException, pa.ArrowException, OSError))
