@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import shutil
 import tempfile
 import weakref
@@ -34,6 +35,7 @@ from perfkit.results import CPU_COLUMNS, RunMeta, RunRecord
 
 CPU_TABLE_COLUMNS = ["worker", "host", "samples", "cpu_mean", "cpu_p95", "rss_peak_bytes", "threads_max"]
 _NUMERIC = ("t_ns", "worker", "pid", "cpu_percent", "rss_bytes", "num_threads")
+_TABLES_ON_DISK = os.environ.get("PERFKIT_CPU_TABLES", "disk") == "disk"  # TEMPORARY: measured both ways
 
 
 @dataclass(frozen=True)
@@ -81,14 +83,16 @@ def _check_schema(path: Path) -> None:
 
 
 class _Db:
-    """An in-memory DuckDB whose spills go to a private temporary folder (removed with it), not the
-    working directory, which may belong to someone else or be read-only."""
+    """A DuckDB database in a private temporary folder (removed with it), never in the working directory,
+    which may belong to someone else or be read-only. ``on_disk``: its tables are a file there, stored
+    compressed and paged in as queries need them, rather than held whole in memory."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_disk: bool = False) -> None:
         import duckdb
 
         self.spill = tempfile.mkdtemp(prefix="perfkit-duckdb-")
-        self.con = duckdb.connect(config={"temp_directory": self.spill})
+        where = str(Path(self.spill) / "samples.duckdb") if on_disk else ":memory:"
+        self.con = duckdb.connect(where, config={"temp_directory": self.spill})
         self._done = weakref.finalize(self, _close, self.con, self.spill)
 
     def __enter__(self) -> _Db:
@@ -159,8 +163,8 @@ class CpuSamples:
     def of(cls, record: RunRecord, whole_life: bool = False, files: CpuFiles | None = None) -> CpuSamples:
         """``record``'s samples (its ``cpu`` frame, or ``files`` when given: the analysis leaves them on
         disk). ``whole_life``: a run without steps (no training window) is taken over every sample."""
-        db = _Db()
         on_disk = files is not None and bool(files.files)
+        db = _Db(on_disk=on_disk and _TABLES_ON_DISK)
         raw = _source(db.con, files.files if on_disk else None, record.cpu)  # type: ignore[union-attr]
         try:
             _tables(db.con, raw, several=len(record.run.parts) > 1)

@@ -73,11 +73,12 @@ def active() -> bool:
 
 def key(paths: Sequence[Path]) -> dict[str, Any]:
     """Everything a run's figures are computed from, JSON-native so that a reloaded key compares equal."""
-    import duckdb
+    from importlib.metadata import version  # DuckDB's, without importing it for a cached analysis
+
     import pyarrow
 
     return {"format": FORMAT, "code": _code_stamp(), "libraries": [np.__version__, pd.__version__,
-                                                                   pyarrow.__version__, duckdb.__version__],
+                                                                   pyarrow.__version__, version("duckdb")],
             "parts": {p.name: _files(p) for p in paths}}
 
 

@@ -53,11 +53,23 @@ def first_steps_wall_ns(record: RunRecord) -> dict[int, int]:
 
 
 def final_attempt(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows of the last attempt at each (worker, epoch): a restarted cluster redoes the epoch it was in."""
+    """Rows of the last attempt at each (worker, epoch): a restarted cluster redoes the epoch it was in.
+    ``df`` itself when no row is dropped (the analysis asks again of tables already reduced: a long run's
+    steps are millions of rows, and a copy of them is not free)."""
     if df.empty or "attempt" not in df.columns:
         return df
-    last = df.groupby(["worker", "epoch"])["attempt"].transform("max")
-    return df[df["attempt"] == last]
+    attempt, worker, epoch = (df[c].to_numpy() for c in ("attempt", "worker", "epoch"))
+    if not all(a.dtype.kind in "iu" for a in (attempt, worker, epoch)):  # not integers: pandas' group-by
+        last = df.groupby(["worker", "epoch"])["attempt"].transform("max")
+        return df[df["attempt"] == last]
+    if attempt.min() == attempt.max():
+        return df
+    # (worker, epoch) as one integer, its attempts' maximum by one pass (a two-key group-by hashes both)
+    codes, keys = pd.factorize((worker.astype(np.int64) << 32) + epoch.astype(np.int64))
+    last = np.full(len(keys), np.iinfo(np.int64).min)
+    np.maximum.at(last, codes, attempt.astype(np.int64))
+    keep = attempt == last[codes]
+    return df if keep.all() else df[keep]
 
 
 def recompiled(steps: pd.DataFrame) -> np.ndarray:
