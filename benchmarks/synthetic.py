@@ -1,6 +1,6 @@
 """Generate synthetic run directories in the exact on-disk format, for benchmarks of `perfkit analyze`.
 
-``write_synthetic_run`` writes a complete multi-worker run (a ``RunRecord`` saved as perfkit lays out a run:
+``write_synthetic_run`` writes a complete multi-worker run (as perfkit lays out a run:
 run.json with cluster, anchors and profile; workers/<i>/{steps,epochs}.parquet; cpu.parquet; system.parquet;
 and the parsed traces trace_steps.parquet and trace_ops.parquet),
 optionally as one part per host (``<run-id>--<host>``, each on its own monotonic clock).
@@ -16,6 +16,7 @@ written in seconds. Only analysis benchmarks and tests use it; nothing here trai
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from perfkit._atomic import atomic_write
-from perfkit.results import TRACE_OPS_FILE, TRACE_STEPS_FILE, RunRecord, write_parquet
+from perfkit.results import TRACE_OPS_FILE, TRACE_STEPS_FILE, write_parquet, write_run_file
 from perfkit.runmeta import ClusterRecord, Phase, RunMeta, WorkerRecord
 
 S = 1_000_000_000
@@ -132,27 +133,27 @@ def _epoch_bounds(spec: SyntheticSpec, st: dict[str, np.ndarray]) -> pd.DataFram
 
 def _write_part(path: Path, spec: SyntheticSpec, part: str | None, workers: list[int], st: dict[str, np.ndarray],
                 epochs: pd.DataFrame, offsets: dict[str, int], rng: np.random.Generator) -> None:
+    """Each worker's tables written as they are made, the CPU samples in chunks of ticks: a 256-worker run's
+    tables do not fit in memory at once, and were never written so by the recorder either."""
     hosts = spec.host_of()
     path.mkdir(parents=True, exist_ok=False)
-    steps, epoch_rows = [], []
     for w in workers:
         off = offsets[hosts[w]]
         jitter = rng.integers(0, 200_000, spec.steps)  # each worker enters the step a little apart
         start = st["start"] - off + jitter
-        steps.append(_attempts(spec, st, pd.DataFrame({
+        steps = _attempts(spec, st, pd.DataFrame({
             "epoch": st["epoch"].astype("int32"), "step": st["index"].astype("int32"), "t_start_ns": start,
             "t_end_ns": start + (st["step"] * S).astype("int64"), "duration_s": st["step"],
-            "samples": np.full(spec.steps, spec.batch // spec.workers, dtype="int64"), "worker": w})))
+            "samples": np.full(spec.steps, spec.batch // spec.workers, dtype="int64")}))
         ep = epochs.assign(t_start_ns=epochs["t_start_ns"] - off, t_end_ns=epochs["t_end_ns"] - off)
         restarted = spec.restart_epoch is not None and int(st["lost"][1]) > 0
         attempt = (ep["epoch"] >= spec.restart_epoch).astype("int32") if restarted else np.int32(0)
-        epoch_rows.append(ep.astype({"epoch": "int32"}).assign(worker=w, attempt=attempt))
-        atomic_write(path / "workers" / str(w) / "worker.log", lambda fh: fh.write(b"synthetic run: no log\n"))
-    local_host = hosts[workers[0]]
-    cpu, system = _cpu_tables(spec, workers, st, epochs, offsets[local_host], rng)
-    interval = float(np.diff(cpu["t_ns"].to_numpy()[:2])[0]) / S
-    RunRecord(path, _meta(spec, part, workers, offsets, st, interval), pd.concat(steps, ignore_index=True),
-              pd.concat(epoch_rows, ignore_index=True), cpu, system).save()
+        own = path / "workers" / str(w)
+        write_parquet(own / "steps.parquet", steps)
+        write_parquet(own / "epochs.parquet", ep.astype({"epoch": "int32"}).assign(attempt=attempt))
+        atomic_write(own / "worker.log", lambda fh: fh.write(b"synthetic run: no log\n"))
+    interval = _write_samples(path, spec, workers, st, epochs, offsets[hosts[workers[0]]], rng)
+    write_run_file(path, _meta(spec, part, workers, offsets, st, interval))
     if spec.trace:
         _write_traces(path, spec, workers, st)
 
@@ -170,9 +171,13 @@ def _attempts(spec: SyntheticSpec, st: dict[str, np.ndarray], rows: pd.DataFrame
     return pd.concat([rows.iloc[:k0], first, rows.iloc[k0:]], ignore_index=True)
 
 
-def _cpu_tables(spec: SyntheticSpec, workers: list[int], st: dict[str, np.ndarray], epochs: pd.DataFrame,
-                offset: int, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """cpu.parquet and system.parquet rows in the sampler's order: every process of a tick, tick by tick."""
+CHUNK_ROWS = 2_000_000  # CPU samples made and written at a time
+
+
+def _write_samples(path: Path, spec: SyntheticSpec, workers: list[int], st: dict[str, np.ndarray],
+                   epochs: pd.DataFrame, offset: int, rng: np.random.Generator) -> float:
+    """cpu.parquet and system.parquet in the sampler's order (every process of a tick, tick by tick), the CPU
+    samples a chunk of ticks at a time; returns the sampling interval in seconds."""
     procs = np.array(workers + ([-1] if spec.mode == "multi" else []))
     parts = len(spec.hosts) if spec.parts else 1
     ticks = max(spec.cpu_rows // parts // len(procs), 2)
@@ -181,25 +186,50 @@ def _cpu_tables(spec: SyntheticSpec, workers: list[int], st: dict[str, np.ndarra
     busy_share = np.median(st["busy"] / st["step"][None, :], axis=1)
     launcher = procs < 0
     level = np.array([1.5 if p < 0 else budgets[hosts[p]] * 100 * busy_share[p] for p in procs])
-    names = list(dict.fromkeys(["vm", *hosts]))  # host column as codes: 10M Python strings take seconds and GBs
+    names = list(dict.fromkeys(["vm", *hosts]))  # host column as codes: 160M Python strings would not fit
     host_code = np.array([0 if p < 0 else names.index(hosts[p]) for p in procs], dtype="int8")
     role = "trainer" if spec.mode == "single" else "worker"
-    growth = np.linspace(0, 30 * 2**20, ticks).astype("int64")[:, None]  # [tick, process]
-    cpu = pd.DataFrame({
-        "t_ns": np.repeat(t, len(procs)), "worker": np.tile(procs.astype("int32"), ticks),
-        "host": _strings(np.tile(host_code, ticks), names), "pid": np.tile(4000 + procs.astype("int64") + 1, ticks),
-        "role": _strings(np.tile(launcher.astype("int8"), ticks), [role, "launcher"]),
-        "cpu_percent": np.clip(level[None, :] * rng.lognormal(0, 0.06, (ticks, len(procs))), 0, None).ravel(),
-        "rss_bytes": (np.where(launcher, 150, 900)[None, :] * 2**20 + growth).ravel(),
-        "num_threads": np.tile(np.where(launcher, 7, 130).astype("int32"), ticks)})
-    system = pd.DataFrame({"t_ns": np.repeat(t, 2), "core": np.tile(np.array([0, 1], dtype="int32"), ticks),
-                           "busy_percent": np.clip(rng.normal(90, 5, 2 * ticks), 0, 100)})
-    return cpu, system
+    growth = np.linspace(0, 30 * 2**20, ticks).astype("int64")
+    per_chunk = max(CHUNK_ROWS // len(procs), 1)
+
+    def chunks() -> Any:
+        for lo in range(0, ticks, per_chunk):
+            n = min(per_chunk, ticks - lo)
+            yield {"t_ns": np.repeat(t[lo:lo + n], len(procs)), "worker": np.tile(procs.astype("int32"), n),
+                   "host": (np.tile(host_code, n), names), "pid": np.tile(4000 + procs.astype("int64") + 1, n),
+                   "role": (np.tile(launcher.astype("int8"), n), [role, "launcher"]),
+                   "cpu_percent": np.clip(level[None, :] * rng.lognormal(0, 0.06, (n, len(procs))), 0, None).ravel(),
+                   "rss_bytes": (np.where(launcher, 150, 900)[None, :] * 2**20 + growth[lo:lo + n, None]).ravel(),
+                   "num_threads": np.tile(np.where(launcher, 7, 130).astype("int32"), n)}
+
+    _write_chunks(path / "cpu.parquet", chunks())
+    write_parquet(path / "system.parquet", pd.DataFrame({
+        "t_ns": np.repeat(t, 2), "core": np.tile(np.array([0, 1], dtype="int32"), ticks),
+        "busy_percent": np.clip(rng.normal(90, 5, 2 * ticks), 0, 100)}))
+    return float(t[1] - t[0]) / S
 
 
-def _strings(codes: np.ndarray, names: list[str]) -> pd.Series:
-    """A text column from small integer codes, without a Python object per row."""
-    return pd.Series(pd.Categorical.from_codes(codes, categories=names)).astype("str")
+def _write_chunks(path: Path, chunks: Any) -> None:
+    """One Parquet file written a chunk at a time (a row group each), atomically; a column given as (codes,
+    names) is written as the text it codes, made by Arrow (no Python string a row)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def table(chunk: dict[str, Any]) -> pa.Table:
+        return pa.table({k: pa.DictionaryArray.from_arrays(v[0], pa.array(v[1])).cast(pa.string())
+                         if isinstance(v, tuple) else v for k, v in chunk.items()})
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    writer = None
+    try:
+        for chunk in chunks:
+            t = table(chunk)
+            writer = writer or pq.ParquetWriter(tmp, t.schema)
+            writer.write_table(t)
+    finally:
+        if writer is not None:
+            writer.close()
+    os.replace(tmp, path)
 
 
 def _write_traces(path: Path, spec: SyntheticSpec, workers: list[int], st: dict[str, np.ndarray]) -> None:
