@@ -219,6 +219,37 @@ class CpuSamples:
         return self.query("SELECT t_ns, sum(cpu_s) AS cpu_s, max(dt_s) AS dt_s FROM s WHERE worker = ? "
                           "GROUP BY t_ns ORDER BY t_ns", [int(worker)])
 
+    def counter_points(self, per_process: int | None, workers: set[int] | None = None) -> pd.DataFrame:
+        """Each process's samples on the run's clock (worker, host, pid, t_ns, cpu_percent, rss_bytes), in
+        process then time order: every one (``per_process`` None), or averaged into ``per_process`` equal time
+        bins over the run's span, CPU% their mean and RSS their peak, at each bin's first sample. ``workers``:
+        only these workers' processes (and the launchers')."""
+        mine = f"WHERE s.worker < 0 OR s.worker IN ({', '.join(str(int(w)) for w in sorted(workers)) or 'NULL'})" \
+            if workers is not None else ""
+        if per_process is None:
+            return self.query(f"""SELECT s.worker, p.host, p.pid, s.t_ns, s.cpu_percent, s.rss_bytes
+                                  FROM samples s JOIN procs p USING (proc) {mine} ORDER BY s.proc, s.t_ns""")
+        return self.query(f"""
+            WITH span AS (SELECT min(t_ns) AS lo, max(t_ns) - min(t_ns) + 1 AS width FROM samples),
+                 b AS (SELECT s.proc, s.worker, s.t_ns, s.cpu_percent, s.rss_bytes,
+                              CAST(floor((s.t_ns - lo) * {int(per_process)}::DOUBLE / width) AS BIGINT) AS bin
+                       FROM samples s, span {mine})
+            SELECT min(b.worker) AS worker, p.host, p.pid, min(b.t_ns) AS t_ns, avg(b.cpu_percent) AS cpu_percent,
+                   max(b.rss_bytes) AS rss_bytes
+            FROM b JOIN procs p USING (proc) GROUP BY b.proc, b.bin, p.host, p.pid ORDER BY b.proc, t_ns""")
+
+    def span_s(self) -> float:
+        """First sample to last, plus a nanosecond (the width ``counter_points`` divides into bins)."""
+        [(lo, hi)] = self.db.con.execute("SELECT min(t_ns), max(t_ns) FROM samples").fetchall()
+        return (int(hi) - int(lo) + 1) / 1e9 if lo is not None else 0.0
+
+    def sample_count(self, workers: set[int] | None = None) -> tuple[int, int]:
+        """(samples, processes), of ``workers``' processes and the launchers' when given."""
+        mine = f"WHERE worker < 0 OR worker IN ({', '.join(str(int(w)) for w in sorted(workers)) or 'NULL'})" \
+            if workers is not None else ""
+        [(n, procs)] = self.db.con.execute(f"SELECT count(*), count(DISTINCT proc) FROM samples {mine}").fetchall()
+        return int(n), int(procs)
+
     def command_cpu_s(self) -> float:
         """CPU-seconds of every worker process over every sample (the launcher left out); NaN: none."""
         n, total = self.db.con.execute("SELECT count(*), coalesce(sum(cpu_s), 0) FROM s WHERE worker >= 0"

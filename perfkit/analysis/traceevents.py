@@ -11,10 +11,9 @@ the run's earliest one (``origin_wall_ns``), in ns; the renderer writes microsec
 Unlike ``LoadedRun.record``, which keeps each epoch's final attempt, every recorded step and epoch is here,
 with its ``attempt``: a restarted cluster's earlier attempts are part of what happened.
 
-The cap (``max_events`` in the file, metadata aside; XProf's trace viewer stops at a million events): steps,
-epochs, validation, restarts, counters and the Keras ``train`` step markers are always kept; the traced
-window's other events beyond the cap are dropped shortest first (a slice is never shorter than one nested
-in it, so what is kept still nests), and ``Cap`` says how many and up to what duration.
+The cap (``max_events`` in the file, metadata aside; XProf's trace viewer stops at a million events) and
+what it keeps: ``perfkit.analysis.tracecap``. The CPU samples are read where they lie, as the analysis reads
+them (``perfkit.analysis.cpusamples``): a long run's would not fit in memory as events.
 """
 
 from __future__ import annotations
@@ -25,7 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from perfkit.analysis.cpusamples import CpuSamples
 from perfkit.analysis.load import LoadedRun
+from perfkit.analysis.tracecap import Cap, cap_notes, capped_trace, counter_bins, fitting_steps
 from perfkit.analysis.tracetables import profile_workers
 from perfkit.analysis.tracetracks import COUNTER_TID, EPOCHS_TID, LINE_TID, STEPS_TID, counter_events, track_names
 from perfkit.profiler import xplane
@@ -35,21 +36,7 @@ DEFAULT_MAX_EVENTS = 1_000_000
 SLICE_COLUMNS = ("pid", "tid", "ts_ns", "dur_ns", "name", "cat", "epoch", "step", "attempt", "samples", "op_type")
 INSTANT_COLUMNS = ("pid", "tid", "ts_ns", "name", "cat", "scope", "detail")
 _WALL_2001 = 10**18  # ns: a capture without its start time has times from 0, which no wall clock reads
-ALWAYS_KEPT = ("step", "epoch", "validation", "step_marker")  # slice categories the cap never drops
-CAP_RULE = ("at most max_events events (metadata aside): steps, epochs, validation, restarts, counters and Keras "
-            "train markers always kept; the traced window's other events beyond it dropped shortest first")
-
-
-@dataclass(frozen=True)
-class Cap:
-    """What the event cap did to the traced window's events."""
-
-    max_events: int  # 0: no cap
-    trace_events: int  # trace events before the cap (markers included)
-    dropped: int
-    dropped_s: float  # their summed duration
-    longest_dropped_ns: int  # every dropped event was at most this long
-    rule: str = CAP_RULE
+ALWAYS_KEPT = ("step", "epoch", "validation", "step_marker")  # slice categories not of the traced window
 
 
 @dataclass(frozen=True)
@@ -83,34 +70,44 @@ class _Part:
 
     steps: pd.DataFrame
     epochs: pd.DataFrame
-    cpu: pd.DataFrame
     captures: tuple[tuple[int, xplane.CaptureEvents], ...]
     restarts: tuple[dict, ...]
     notes: tuple[str, ...]
 
 
-def trace_events(run: LoadedRun, max_events: int = DEFAULT_MAX_EVENTS) -> TraceEvents:
-    """Every worker's records and traced window of ``run`` as slices, instants and counters on one clock."""
-    parts = [_load_part(p) for p in run.paths]
-    pids = _pids(run.meta, parts)
+def trace_events(run: LoadedRun, max_events: int = DEFAULT_MAX_EVENTS,
+                 workers: set[int] | None = None) -> TraceEvents:
+    """Every worker's records and traced window of ``run`` (``workers``: only these, and the launchers) as
+    slices, instants and counters on one clock, within ``max_events`` (0: all) as ``tracecap`` says."""
+    parts = [_load_part(p, workers) for p in run.paths]
+    cpu = CpuSamples.of(run.record, files=run.cpu_files)
+    pids = _pids(run.meta, parts, cpu, workers)
     steps = pd.concat([p.steps for p in parts], ignore_index=True)
     epochs = pd.concat([p.epochs for p in parts], ignore_index=True)
-    cpu = pd.concat([p.cpu for p in parts], ignore_index=True)
     trace = [(w, c) for p in parts for w, c in p.captures]
     restarts = [r for p in parts for r in p.restarts]
     origin = _origin(steps, epochs, cpu, trace, restarts)
-    records = pd.concat([_step_slices(steps, pids, origin), _epoch_slices(epochs, pids, origin)], ignore_index=True)
-    instants = _instants(steps, restarts, pids, origin)
-    counters = counter_events(cpu, pids, origin)
-    trace_slices, cap = _capped(_trace_slices(trace, pids, origin), max_events,
-                                len(records) + len(instants) + len(counters))
-    slices = pd.concat([records, trace_slices], ignore_index=True)
+    epoch_slices, instants = _epoch_slices(epochs, pids, origin), _instants(steps, restarts, pids, origin)
+    samples, processes = cpu.sample_count(workers)
+    bins = counter_bins(max_events, samples, processes)
+    counters = counter_events(cpu.counter_points(bins, workers), pids, origin)
+    traced = _trace_slices(trace, pids, origin)
+    markers = int((traced["cat"] == "step_marker").sum())
+    room = max_events - len(epoch_slices) - len(instants) - len(counters) - markers if max_events else None
+    kept, left_out = fitting_steps(steps, room)
+    step_slices = _step_slices(kept, pids, origin)
+    trace_slices, cap = capped_trace(traced, max_events,
+                                     len(epoch_slices) + len(instants) + len(counters) + len(step_slices))
+    span = cpu.span_s() / bins if bins else None
+    cap = replace(cap, counter_samples=samples, counter_bin_s=span, steps_left_out=left_out,
+                  steps_dropped=len(steps) - len(kept))
+    slices = pd.concat([step_slices, epoch_slices, trace_slices], ignore_index=True)
     # Per track by start, a parent before the slices it holds (same start: the longer first), the order in
     # which a trace viewer nests slices that start together.
     slices = slices.iloc[np.lexsort((-slices["dur_ns"].to_numpy(), slices["ts_ns"].to_numpy(),
                                      slices["tid"].to_numpy(), slices["pid"].to_numpy()))].reset_index(drop=True)
     why = [n for p in parts for n in p.notes]
-    notes = _trace_notes(run, {w for w, _ in trace}, bool(why)) + why
+    notes = _trace_notes(run, {w for w, _ in trace}, bool(why)) + why + cap_notes(cap, cap.steps_dropped)
     tracks = track_names(run.meta, pids, slices, instants, counters, dict(trace))
     return TraceEvents(run.run_id, origin, slices, instants, counters, tracks, cap,
                        tuple(sorted(w for w, _ in pids if w >= 0)), tuple(sorted({w for w, _ in trace})),
@@ -120,9 +117,10 @@ def trace_events(run: LoadedRun, max_events: int = DEFAULT_MAX_EVENTS) -> TraceE
 # -- reading a part -------------------------------------------------------------------------------------
 
 
-def _load_part(path: Path) -> _Part:
-    """Every attempt's rows of one run directory, moved onto the wall clock, and its captures."""
-    record = RunRecord.load(path)  # the raw tables: LoadedRun.record keeps only final attempts
+def _load_part(path: Path, workers: set[int] | None) -> _Part:
+    """Every attempt's rows of one run directory (``workers``': every worker's when None), moved onto the wall
+    clock, and its captures. Its CPU samples are read by ``CpuSamples``, where they lie."""
+    record = RunRecord.load(path, samples=False)  # every attempt: LoadedRun.record keeps only final attempts
     meta = record.run
     own = {w.index: w.clock_offset_ns for w in meta.workers if w.clock_offset_ns is not None}
     median = sorted(own.values())[len(own) // 2] if own else None
@@ -137,12 +135,15 @@ def _load_part(path: Path) -> _Part:
         shift = df["worker"].map(own).fillna(median or 0) if by_worker else pd.Series(median or 0, df.index)
         return df.assign(**{c: df[c].astype("int64") + shift.astype("int64") for c in cols})
 
+    def mine(df: pd.DataFrame) -> pd.DataFrame:
+        return df if workers is None or df.empty else df[df["worker"].isin(workers)]
+
     captures, why = _captures(path, meta) if median is not None else ((), [])
-    steps = wall(_with_attempt(record.steps), ("t_start_ns", "t_end_ns"), True)
+    captures = tuple((w, c) for w, c in captures if workers is None or w in workers)
+    steps = wall(_with_attempt(mine(record.steps)), ("t_start_ns", "t_end_ns"), True)
     captures, moved = _aligned(captures, steps)
     return _Part(steps=steps,
-                 epochs=wall(_with_attempt(record.epochs), ("t_start_ns", "t_end_ns"), True),
-                 cpu=wall(record.cpu, ("t_ns",), False), captures=captures,
+                 epochs=wall(_with_attempt(mine(record.epochs)), ("t_start_ns", "t_end_ns"), True), captures=captures,
                  restarts=tuple(r for r in meta.restarts if isinstance(r, dict)), notes=tuple(notes + why + moved))
 
 
@@ -222,21 +223,23 @@ def _trace_notes(run: LoadedRun, traced: set[int], unread: bool) -> list[str]:
 # -- pids, origin ----------------------------------------------------------------------------------------
 
 
-def _pids(meta: RunMeta, parts: list[_Part]) -> dict[tuple[int, str], int]:
+def _pids(meta: RunMeta, parts: list[_Part], cpu: CpuSamples, only: set[int] | None) -> dict[tuple[int, str], int]:
     """(worker, "") -> pid for every worker (pid = index + 1), then (-1, host) for each part's launcher."""
-    workers = {w.index for w in meta.workers} | {int(w) for p in parts for df in (p.steps, p.epochs, p.cpu)
+    sampled = cpu.query("SELECT DISTINCT worker, host FROM procs")
+    workers = {w.index for w in meta.workers} | {int(w) for p in parts for df in (p.steps, p.epochs)
                                                  if not df.empty for w in df["worker"].unique() if int(w) >= 0}
-    pids = {(w, ""): w + 1 for w in sorted(workers)}
-    launchers = sorted({str(h) for p in parts if not p.cpu.empty
-                        for h in p.cpu.loc[p.cpu["worker"] < 0, "host"].unique()})
+    workers |= {int(w) for w in sampled["worker"] if w >= 0}
+    pids = {(w, ""): w + 1 for w in sorted(workers) if only is None or w in only}
+    launchers = sorted({str(h) for w, h in zip(sampled["worker"], sampled["host"], strict=True) if w < 0})
     base = max(pids.values(), default=0) + 1
     return {**pids, **{(-1, h): base + i for i, h in enumerate(launchers)}}
 
 
-def _origin(steps: pd.DataFrame, epochs: pd.DataFrame, cpu: pd.DataFrame,
+def _origin(steps: pd.DataFrame, epochs: pd.DataFrame, cpu: CpuSamples,
             trace: list[tuple[int, xplane.CaptureEvents]], restarts: list[dict]) -> int:
-    firsts = [int(df[c].min()) for df, c in ((steps, "t_start_ns"), (epochs, "t_start_ns"), (cpu, "t_ns"))
-              if not df.empty]
+    firsts = [int(df[c].min()) for df, c in ((steps, "t_start_ns"), (epochs, "t_start_ns")) if not df.empty]
+    [(first_sample,)] = cpu.db.con.execute("SELECT min(t_ns) FROM samples").fetchall()
+    firsts += [int(first_sample)] if first_sample is not None else []
     firsts += [int(c.events["start_ns"].min()) for _, c in trace if not c.events.empty]
     firsts += [int(r["t_wall_ns"]) for r in restarts if isinstance(r.get("t_wall_ns"), int)]
     return min(firsts, default=0)
@@ -321,21 +324,6 @@ def _trace_slices(trace: list[tuple[int, xplane.CaptureEvents]], pids: dict[tupl
                               name=ev["name"].to_numpy(dtype=object), cat=cat, epoch=ev["epoch"].to_numpy(),
                               step=ev["step"].to_numpy(), op_type=ev["op_type"].to_numpy(dtype=object)))
     return pd.concat(frames, ignore_index=True) if frames else _slices(0)
-
-
-def _capped(trace: pd.DataFrame, max_events: int, kept: int) -> tuple[pd.DataFrame, Cap]:
-    """The trace events that fit in ``max_events`` (0: all) beside the ``kept`` events always in the file:
-    the step markers, then the others longest first."""
-    marker = (trace["cat"] == "step_marker").to_numpy()
-    others = np.flatnonzero(~marker)
-    budget = max(0, max_events - kept - int(marker.sum()))
-    if not max_events or len(others) <= budget:
-        return trace, Cap(max_events, len(trace), 0, 0.0, 0)
-    dur = trace["dur_ns"].to_numpy()
-    order = others[np.argsort(-dur[others], kind="stable")]  # longest first; ties: earlier rows first
-    keep, drop = np.sort(np.concatenate([np.flatnonzero(marker), order[:budget]])), order[budget:]
-    cap = Cap(max_events, len(trace), len(drop), float(dur[drop].sum()) / 1e9, int(dur[drop].max()))
-    return trace.iloc[keep].reset_index(drop=True), cap
 
 
 # -- instants, counters, tracks --------------------------------------------------------------------------

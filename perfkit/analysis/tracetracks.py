@@ -16,23 +16,27 @@ LINE_TID = 100  # the capture's line i (one OS thread) is tid 100 + i
 
 
 def counter_events(cpu: pd.DataFrame, pids: dict[tuple[int, str], int], origin: int) -> pd.DataFrame:
-    """CPU% and RSS of each sampled process, on its worker's (or launcher's) track; a worker with several
-    processes (children) gets one counter per process, named by its OS pid."""
+    """CPU% and RSS of each sampled process (``cpu``: worker, host, pid, t_ns, cpu_percent, rss_bytes), on
+    its worker's (or launcher's) track; a worker with several processes (children) gets one counter per
+    process, named by its OS pid."""
     if cpu.empty:
         return pd.DataFrame({c: pd.Series(dtype="int64" if c in ("pid", "tid", "ts_ns") else "float64"
                                           if c == "value" else object) for c in COUNTER_COLUMNS})
     worker = cpu["worker"].astype("int64")
-    key = [(int(w), "" if w >= 0 else str(h)) for w, h in zip(worker, cpu["host"])]
-    track = pd.Series([pids[k] for k in key], index=cpu.index)
-    several = cpu.groupby(track)["pid"].transform("nunique") > 1
-    suffix = np.where(several, " pid " + cpu["pid"].astype("int64").astype(str), "")
+    of_worker = pd.Series({w: p for (w, _), p in pids.items() if w >= 0}, dtype="int64")
+    of_launcher = pd.Series({h: p for (w, h), p in pids.items() if w < 0}, dtype="int64")
+    launched = (worker < 0).to_numpy()
+    track = pd.Series(np.where(launched, cpu["host"].astype(str).map(of_launcher).to_numpy(dtype=float),
+                               worker.map(of_worker).to_numpy(dtype=float)), index=cpu.index).astype("int64")
+    several = (cpu.groupby(track)["pid"].transform("nunique") > 1).to_numpy()
+    suffix = pd.Series("", index=cpu.index, dtype=object)
+    suffix[several] = " pid " + cpu["pid"][several].astype("int64").astype(str)
     frames, ts = [], cpu["t_ns"].astype("int64") - origin
     for name, unit, col in (("CPU", "percent", "cpu_percent"), ("RSS", "bytes", "rss_bytes")):
         value = cpu[col].astype("float64")
         ok = np.isfinite(value.to_numpy())  # JSON has no NaN: a sample without a value is left out
         frames.append(pd.DataFrame({"pid": track[ok], "tid": COUNTER_TID, "ts_ns": ts[ok],
-                                    "name": (name + pd.Series(suffix, index=cpu.index))[ok], "key": unit,
-                                    "value": value[ok]}))
+                                    "name": (name + suffix)[ok], "key": unit, "value": value[ok]}))
     out = pd.concat(frames, ignore_index=True)
     return out.sort_values(["pid", "name", "ts_ns"], kind="stable", ignore_index=True)
 

@@ -35,9 +35,13 @@ def export_command(
                                                    f"(default: <run-id>{SUFFIX} beside the run directory).",
                                                    show_default=False)] = None,
     results_dir: Annotated[Path, typer.Option(help="Where run directories live.")] = Path("results"),
-    max_events: Annotated[int, typer.Option(help="At most this many events in the file (0: no cap): steps, "
-                                            "epochs, restarts, counters and step markers are always kept, the "
+    max_events: Annotated[int, typer.Option(help="At most this many events in the file (0: no cap): epochs, "
+                                            "restarts and step markers always kept; counters averaged into time "
+                                            "bins past a quarter of it; whole workers' steps while they fit; the "
                                             "traced window's shortest events dropped first.")] = 1_000_000,
+    workers: Annotated[Optional[str], typer.Option(help="Only these workers (comma-separated indices, e.g. 0,3) and "
+                                                   "the launchers: a few workers of a large run, whole.",
+                                                   show_default=False)] = None,
 ) -> None:
     """Every worker's steps, epochs, validation, restarts, CPU% and RSS and its traced window's TensorFlow ops,
     on one clock, in one trace file."""
@@ -52,12 +56,30 @@ def export_command(
                          else f"--output: {output.name} does not end in .gz; the file is gzipped (e.g. x{SUFFIX})")
     loaded = resolve_run(run, results_dir)
     path = output or loaded.paths[0].parent / f"{loaded.run_id}{SUFFIX}"
-    events = trace_events(loaded, max_events)
+    events = trace_events(loaded, max_events, _workers(workers, loaded))
     try:
         perfetto.write(events, path, _other(loaded, events, fmt.value))
     except OSError as exc:
         raise UsageError(f"--output: cannot write {path} ({exc.strerror or exc})") from None
     typer.echo(_summary(events, path))
+
+
+def _workers(text: str | None, loaded: LoadedRun) -> set[int] | None:
+    """``--workers``' indices, each one of the run's."""
+    from perfkit.errors import UsageError
+
+    if text is None:
+        return None
+    have = {w.index for w in loaded.meta.workers} or set(range(loaded.num_workers))
+    valid = ", ".join(map(str, sorted(have)))
+    try:
+        chosen = {int(x) for x in text.split(",") if x.strip()}
+    except ValueError:
+        raise UsageError(f"--workers: {text!r} is not a list of worker indices; this run's: {valid}") from None
+    if not chosen or chosen - have:
+        raise UsageError(f"--workers: {', '.join(map(str, sorted(chosen - have))) or 'none given'} not in this "
+                         f"run; its workers: {valid}")
+    return chosen
 
 
 def _other(loaded: LoadedRun, events: TraceEvents, fmt: str) -> dict[str, Any]:
@@ -80,6 +102,9 @@ def _summary(events: TraceEvents, path: Path) -> str:
     cap = events.cap
     dropped = (f"; --max-events {cap.max_events:,} dropped the {cap.dropped:,} shortest of {cap.trace_events:,} "
                f"traced events (each <= {cap.longest_dropped_ns / 1e3:,.1f} us)" if cap.dropped else "")
+    dropped += (f"; the steps of {len(cap.steps_left_out)} worker(s) left out ({cap.steps_dropped:,} steps; "
+                f"--workers exports fewer workers whole)" if cap.steps_left_out else "")
+    dropped += (f"; CPU counters averaged into {cap.counter_bin_s:,.1f}-s bins" if cap.counter_bin_s else "")
     traced = (f", {n['trace_events']:,} traced events ({n['collectives']:,} collectives) of worker(s) "
               f"{', '.join(map(str, events.traced))}" if events.traced else "")
     more = len(events.notes) - 1

@@ -115,6 +115,8 @@ def test_overlapping_steps_go_on_lanes_that_nest(tmp_path: Path, capsys: pytest.
     (["nope"], f"RUN: 'nope' is neither a run directory nor a run id under {{r}}; runs there: {RID}"),
     ([RID, "--max-events", "-1"], "--max-events: -1 is negative"),
     ([RID, "-o", "x.json"], "--output: x.json does not end in .gz"),
+    ([RID, "--workers", "1,9"], "--workers: 9 not in this run; its workers: 0, 1, 2, 3"),
+    ([RID, "--workers", "one"], "--workers: 'one' is not a list of worker indices; this run's: 0, 1, 2, 3"),
 ])
 def test_bad_input_is_one_line_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
                                          says: str) -> None:
@@ -245,6 +247,42 @@ def test_the_cap_drops_the_shortest_trace_events_and_says_so(tmp_path: Path,
     cap = doc["otherData"]["cap"]
     assert cap["dropped"] == capped.cap.dropped and "shortest first" in cap["rule"]
     assert f"--max-events 3,000 dropped the {capped.cap.dropped:,} shortest" in line
+
+
+def test_a_run_past_the_cap_keeps_whole_workers_steps_and_bins_the_counters(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A long run of many workers in small: 4 workers x 30 steps, 12 epochs and 460 CPU samples under a cap of
+    140 events: epochs and validation (24) always, the counters within 35 (each process's samples averaged into
+    the same number of bins), then whole workers' steps while they fit."""
+    [run] = write_run(tmp_path, RID)
+    full, capped = (trace_events(find_run(tmp_path, RID), max_events=m) for m in (0, 140))
+    assert len(capped.slices) + len(capped.instants) + len(capped.counters) <= 140
+    assert len(capped.counters) <= 35 and capped.cap.counter_samples == len(pd.read_parquet(run / "cpu.parquet"))
+    cpu_points = capped.counters[capped.counters["name"] == "CPU"]
+    assert cpu_points.groupby("pid").size().nunique() == 1 and capped.cap.counter_bin_s > 0
+    whole = capped.slices[capped.slices["cat"] == "step"].groupby("pid").size()
+    every = full.slices[full.slices["cat"] == "step"].groupby("pid").size()
+    assert (whole == every[whole.index]).all() and len(whole) == 2  # workers 0 and 1 whole, 2 and 3 left out
+    assert capped.cap.steps_left_out == (2, 3) and capped.cap.steps_dropped == every[[3, 4]].sum()
+    for cat in ("epoch", "validation"):
+        assert (capped.slices["cat"] == cat).sum() == (full.slices["cat"] == cat).sum()
+    assert any(n.startswith("steps of worker(s) 2, 3 left out (60 steps)") for n in capped.notes)
+    assert any(n.startswith("CPU% and RSS: the 460 CPU samples averaged into bins of") for n in capped.notes)
+    path, line = _export(tmp_path, RID, capsys, "--max-events", "140")
+    assert "the steps of 2 worker(s) left out (60 steps; --workers exports fewer workers whole)" in line
+    assert "CPU counters averaged into" in line and len(check_format(read_trace(path))) > 0
+
+
+def test_workers_exports_only_those_workers_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    [run] = write_run(tmp_path, RID)
+    path, line = _export(tmp_path, RID, capsys, "--workers", "3")
+    events = check_format(read_trace(path))
+    assert sorted(worker_pids(events).values()) == [(3, "b")]
+    [pid] = worker_pids(events)
+    assert len(of(events, "X", "step", pid)) == len(of(events, "X", "step")) == len(_steps(run, 3))
+    cpu = pd.read_parquet(run / "cpu.parquet")
+    assert len(of(events, "C")) == 2 * cpu["worker"].isin([3, -1]).sum()  # its samples and the launcher's
+    assert "1 workers, 30 steps, 3 epochs" in line, line
 
 
 @pytest.mark.tf
