@@ -69,8 +69,7 @@ def worker_hosts(meta: RunMeta) -> dict[int, str]:
 
 def host_table(samples: CpuSamples, meta: RunMeta) -> pd.DataFrame:
     """Per host: the workers' CPU% summed per sample (mean, p95) and as a share of the host's budget."""
-    ticks = f"""(SELECT worker, t_ns, sum(cpu_percent) AS cpu_percent FROM s
-                 WHERE {samples.inside} AND worker >= 0 GROUP BY worker, t_ns)"""
+    ticks = samples.ticks(f"{samples.inside} AND worker >= 0", ("cpu_percent",))
     hosts = samples.query(f"""
         WITH t AS (SELECT t.*, h.host FROM {ticks} t LEFT JOIN
                        (SELECT worker, arg_min(host, t_first) AS host FROM procs GROUP BY worker) h USING (worker)),

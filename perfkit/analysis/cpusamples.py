@@ -191,13 +191,27 @@ class CpuSamples:
         return f"t_ns BETWEEN {int(self.window[0])} AND {int(self.window[1])}" if self.window else "FALSE"
 
     @functools.cached_property
+    def one_process_each(self) -> bool:
+        """Whether no worker has two processes: then each sample already is a worker's tick (one process has
+        one sample a time), and no (worker, time) group-by of every sample is needed."""
+        [(most,)] = self.db.con.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM procs GROUP BY worker)"
+                                        ).fetchall()
+        return most is None or int(most) <= 1
+
+    def ticks(self, where: str, sums: tuple[str, ...], maxima: tuple[str, ...] = ()) -> str:
+        """SQL of one row per worker and sample time among the samples ``where`` selects: its processes'
+        ``sums`` columns summed and ``maxima`` columns' largest."""
+        if self.one_process_each:
+            return f"(SELECT worker, t_ns, {', '.join(sums + maxima)} FROM s WHERE {where})"
+        combined = [f"sum({c}) AS {c}" for c in sums] + [f"max({c}) AS {c}" for c in maxima]
+        return f"(SELECT worker, t_ns, {', '.join(combined)} FROM s WHERE {where} GROUP BY worker, t_ns)"
+
+    @functools.cached_property
     def per_worker(self) -> pd.DataFrame:
         """Per worker (the launcher, -1, included) over the window: its processes' CPU% summed per sample,
         mean and p95; peak RSS and most threads, summed the same way; the host of its first sample."""
         return self.query(f"""
-            WITH ticks AS (SELECT worker, t_ns, sum(cpu_percent) AS cpu_percent, sum(rss_bytes) AS rss_bytes,
-                                  sum(num_threads) AS num_threads
-                           FROM s WHERE {self.inside} GROUP BY worker, t_ns),
+            WITH ticks AS {self.ticks(self.inside, ("cpu_percent", "rss_bytes", "num_threads"))},
                  hosts AS (SELECT worker, arg_min(host, t_first) AS host FROM procs GROUP BY worker)
             SELECT worker, host, count(*) AS samples, avg(cpu_percent) AS cpu_mean,
                    quantile_cont(cpu_percent, 0.95) AS cpu_p95, max(rss_bytes) AS rss_peak_bytes,
@@ -216,8 +230,8 @@ class CpuSamples:
     def ticks_of(self, worker: int) -> pd.DataFrame:
         """One worker's every sample time (not only the window's): its processes' CPU-seconds summed, the
         longest interval among them, in time order."""
-        return self.query("SELECT t_ns, sum(cpu_s) AS cpu_s, max(dt_s) AS dt_s FROM s WHERE worker = ? "
-                          "GROUP BY t_ns ORDER BY t_ns", [int(worker)])
+        ticks = self.ticks(f"worker = {int(worker)}", ("cpu_s",), ("dt_s",))
+        return self.query(f"SELECT t_ns, cpu_s, dt_s FROM {ticks} ORDER BY t_ns")
 
     def counter_points(self, per_process: int | None, workers: set[int] | None = None) -> pd.DataFrame:
         """Each process's samples on the run's clock (worker, host, pid, t_ns, cpu_percent, rss_bytes), in
