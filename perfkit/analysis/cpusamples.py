@@ -1,12 +1,11 @@
 """A run's CPU samples as DuckDB tables: read where they lie, aggregated there, small tables handed back.
 
 A long run of many workers holds tens of millions of samples; pandas would hold them whole, several times
-over, to compute a few rows per process, worker and host. Here each part's cpu.parquet is scanned through an
-Arrow dataset (no path becomes SQL text, so no character in it is read as a glob or a quote) into one
-table of numbers, and the figures (``perfkit.analysis.cpu``) are queries over it. Why DuckDB: measured
-against pandas and Polars on a generated 64-worker run (benchmarks/measurements/README.md, "Analysis at
-cluster scale"), it was as fast as Polars with the least memory, and it spills to disk past its memory
-limit. A record built in memory (a live run, a test) is scanned from its DataFrame by the same queries.
+over, to compute a few rows per process, worker and host. Here they are loaded into one DuckDB table of
+numbers (``perfkit.analysis.cpustore``), and the figures (``perfkit.analysis.cpu``) are queries over it.
+Why DuckDB: measured against pandas and Polars on a generated 64-worker run (benchmarks/measurements,
+"Analysis at cluster scale"), it was as fast as Polars with the least memory, and it spills to disk past
+its memory limit. A record built in memory (a live run, a test) is loaded from its DataFrame the same way.
 
 ``cpu_percent`` is the average over the interval since the process's previous sample (100 = one core), so a
 sample's CPU-seconds are ``cpu_percent / 100 * dt_s``, ``dt_s`` being the time since the same process's
@@ -20,132 +19,16 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-import shutil
-import tempfile
-import weakref
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from perfkit.analysis.cpustore import TABLES_ON_DISK, CpuFiles, Db, reason, source, tables, unreadable
 from perfkit.errors import ResultsError
-from perfkit.results import CPU_COLUMNS, RunMeta, RunRecord
+from perfkit.results import RunMeta, RunRecord
 
 CPU_TABLE_COLUMNS = ["worker", "host", "samples", "cpu_mean", "cpu_p95", "rss_peak_bytes", "threads_max"]
-_NUMERIC = ("t_ns", "worker", "pid", "cpu_percent", "rss_bytes", "num_threads")
-_TABLES_ON_DISK = os.environ.get("PERFKIT_CPU_TABLES", "disk") == "disk"  # TEMPORARY: measured both ways
-
-
-@dataclass(frozen=True)
-class CpuFiles:
-    """A run's samples on disk: each part's cpu.parquet and the shift (ns) onto the run's clock."""
-
-    files: tuple[tuple[Path, int], ...] = ()
-
-    def check(self) -> set[int]:
-        """Read every part's schema, then every value once (keeping none), and return the workers sampled
-        (the launcher, -1, included). A file that cannot be read, lacks a column or holds text where a number
-        belongs is a ResultsError naming it: found while the run loads, not midway through its figures."""
-        sampled: set[int] = set()
-        with _Db() as db:
-            for i, (path, _) in enumerate(self.files):
-                _check_schema(path)
-                try:
-                    _register_file(db.con, f"part{i}", path)
-                    [(workers,)] = db.con.execute(
-                        f"SELECT list(DISTINCT worker) FROM (SELECT worker, min(t_ns), max(host), max(pid), max(role), "
-                        f"max(cpu_percent), max(rss_bytes), max(num_threads) FROM part{i} GROUP BY worker)").fetchall()
-                except Exception as exc:
-                    if not _unreadable(exc):
-                        raise
-                    raise ResultsError(f"{path}: unreadable Parquet file ({_reason(exc)})") from None
-                sampled |= {int(w) for w in workers or () if w is not None}
-        return sampled
-
-
-def _check_schema(path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        schema = pq.read_schema(path)
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-        raise ResultsError(f"{path}: unreadable Parquet file ({exc.__class__.__name__})") from None
-    missing = [c for c in CPU_COLUMNS if c not in schema.names]
-    if missing:
-        raise ResultsError(f"{path}: missing columns {', '.join(missing)}")
-    for c in _NUMERIC:
-        kind = schema.field(c).type
-        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
-            raise ResultsError(f"{path}: cpu column {c} is not numeric")
-
-
-class _Db:
-    """A DuckDB database in a private temporary folder (removed with it), never in the working directory,
-    which may belong to someone else or be read-only. ``on_disk``: its tables are a file there, stored
-    compressed and paged in as queries need them, rather than held whole in memory."""
-
-    def __init__(self, on_disk: bool = False) -> None:
-        import duckdb
-
-        self.spill = tempfile.mkdtemp(prefix="perfkit-duckdb-")
-        where = str(Path(self.spill) / "samples.duckdb") if on_disk else ":memory:"
-        self.con = duckdb.connect(where, config={"temp_directory": self.spill})
-        self._done = weakref.finalize(self, _close, self.con, self.spill)
-
-    def __enter__(self) -> _Db:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done()
-
-
-def _close(con: Any, spill: str) -> None:
-    con.close()
-    shutil.rmtree(spill, ignore_errors=True)
-
-
-def _register_file(con: Any, name: str, path: Path) -> None:
-    """``path`` as the view ``name``, scanned through an Arrow dataset: no path is written into SQL."""
-    import pyarrow.dataset as ds
-
-    try:
-        con.register(name, ds.dataset(str(path), format="parquet"))
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-        raise ResultsError(f"{path}: unreadable Parquet file ({exc.__class__.__name__})") from None
-
-
-def _number(column: str) -> str:
-    return f"CASE WHEN isnan(CAST({column} AS DOUBLE)) THEN NULL ELSE CAST({column} AS DOUBLE) END"
-
-
-def _raw(shifts: list[int]) -> str:
-    """Every source's rows on the run's clock, in the types the figures read."""
-    return " UNION ALL ".join(
-        f"SELECT CAST(t_ns AS BIGINT) + {int(shift)} AS t_ns, CAST(worker AS BIGINT) AS worker, "
-        f"CAST(host AS VARCHAR) AS host, CAST(pid AS BIGINT) AS pid, CAST(role AS VARCHAR) AS role, "
-        f"{_number('cpu_percent')} AS cpu_percent, rss_bytes, num_threads FROM part{i}"
-        for i, shift in enumerate(shifts))
-
-
-_RAW_SCHEMA = ("t_ns BIGINT, worker BIGINT, host VARCHAR, pid BIGINT, role VARCHAR, cpu_percent DOUBLE, "
-               "rss_bytes BIGINT, num_threads BIGINT")
-
-
-def _source(con: Any, files: tuple[tuple[Path, int], ...] | None, frame: pd.DataFrame) -> str:
-    """The SQL of every sample's row on the run's clock: ``files`` (each registered as a view), else
-    ``frame``; a frame without samples is an empty table of the same columns."""
-    if files:
-        for i, (path, _) in enumerate(files):
-            _register_file(con, f"part{i}", path)
-        return f"({_raw([shift for _, shift in files])})"
-    if frame.empty or not set(CPU_COLUMNS) <= set(frame.columns):
-        con.execute(f"CREATE TABLE raw ({_RAW_SCHEMA})")
-        return "raw"
-    con.register("part0", frame)
-    return f"({_raw([0])})"
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,18 +47,18 @@ class CpuSamples:
         """``record``'s samples (its ``cpu`` frame, or ``files`` when given: the analysis leaves them on
         disk). ``whole_life``: a run without steps (no training window) is taken over every sample."""
         on_disk = files is not None and bool(files.files)
-        db = _Db(on_disk=on_disk and _TABLES_ON_DISK)
-        raw = _source(db.con, files.files if on_disk else None, record.cpu)  # type: ignore[union-attr]
+        db = Db(on_disk=on_disk and TABLES_ON_DISK)
+        raw, batches = source(db.con, files.files if on_disk else None, record.cpu)  # type: ignore[union-attr]
         try:
-            _tables(db.con, raw, several=len(record.run.parts) > 1)
+            tables(db.con, raw, len(record.run.parts) > 1, batches)
             dt = _dt(db.con, record.run)
             db.con.execute(f"CREATE VIEW s AS SELECT *, {dt} AS dt_s, cpu_percent / 100.0::DOUBLE * {dt} AS cpu_s "
                            f"FROM samples")
         except Exception as exc:
-            if not on_disk or not _unreadable(exc):
+            if not on_disk or not unreadable(exc):
                 raise
             names = ", ".join(str(p) for p, _ in files.files)  # type: ignore[union-attr]
-            raise ResultsError(f"{names}: unreadable CPU samples ({_reason(exc)})") from None
+            raise ResultsError(f"{names}: unreadable CPU samples ({reason(exc)})") from None
         window = training_window(record)
         if window is None and whole_life:
             lo, hi = db.con.execute("SELECT min(t_ns), max(t_ns) FROM samples").fetchall()[0]
@@ -271,27 +154,6 @@ class CpuSamples:
         return float(total) if n else math.nan
 
 
-def _tables(con: Any, raw: str, several: bool) -> None:
-    """``procs`` then ``samples`` from the rows of ``raw``."""
-    if several:
-        con.execute(f"""CREATE TABLE procs AS
-            SELECT row_number() OVER (ORDER BY host, pid) - 1 AS proc, * FROM (
-                SELECT host, pid, arg_min(worker, t_ns) AS worker, arg_min(role, t_ns) AS role,
-                       min(t_ns) AS t_first
-                FROM {raw} GROUP BY host, pid)""")
-        keyed = f"""(SELECT p.proc, r.* FROM {raw} r JOIN procs p
-                     ON r.pid = p.pid AND r.host IS NOT DISTINCT FROM p.host)"""
-    else:
-        con.execute(f"""CREATE TABLE procs AS
-            SELECT pid AS proc, pid, arg_min(worker, t_ns) AS worker, arg_min(host, t_ns) AS host,
-                   arg_min(role, t_ns) AS role, min(t_ns) AS t_first FROM {raw} GROUP BY pid""")
-        keyed = f"(SELECT pid AS proc, * FROM {raw})"
-    con.execute(f"""CREATE TABLE samples AS
-        SELECT proc, worker, t_ns, cpu_percent, rss_bytes, num_threads,
-               (t_ns - lag(t_ns) OVER (PARTITION BY proc ORDER BY t_ns)) / 1e9 AS gap
-        FROM {keyed}""")
-
-
 def training_window(record: RunRecord) -> tuple[int, int] | None:
     """First step start to last epoch end (monotonic ns), the span CPU figures are taken over."""
     if record.steps.empty:
@@ -316,15 +178,3 @@ def _dt(con: Any, meta: RunMeta) -> str:
     return f"coalesce(gap, CAST('{first!r}' AS DOUBLE))"
 
 
-def _reason(exc: BaseException) -> str:
-    """The first line of a reading error, without DuckDB's preamble (it names the view, not the file)."""
-    text = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-    return text.split("failed: ", 1)[-1][:160]
-
-
-def _unreadable(exc: BaseException) -> bool:
-    """An error of reading the files (DuckDB's, or Arrow's through its scan), not of perfkit's queries."""
-    import duckdb
-    import pyarrow as pa
-
-    return isinstance(exc, (duckdb.IOException, duckdb.InvalidInputException, pa.ArrowException, OSError))

@@ -27,7 +27,7 @@ from pandas.api.types import is_numeric_dtype
 
 from perfkit.analysis import runcache, tracetables
 from perfkit.analysis.command import utc_seconds
-from perfkit.analysis.cpusamples import CpuFiles
+from perfkit.analysis.cpustore import CpuFiles
 from perfkit.analysis.summary import final_attempt
 from perfkit.analysis.tracetables import TraceTables, load_traces, profile_workers
 from perfkit.errors import ResultsError, UsageError
