@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfkit.analysis.cpustore import TABLES_ON_DISK, CpuFiles, Db, reason, source, tables, unreadable
+from perfkit.analysis.cpustore import CpuFiles, Db, reason, source, tables, unreadable
 from perfkit.errors import ResultsError
 from perfkit.results import RunMeta, RunRecord
 
@@ -47,7 +47,7 @@ class CpuSamples:
         """``record``'s samples (its ``cpu`` frame, or ``files`` when given: the analysis leaves them on
         disk). ``whole_life``: a run without steps (no training window) is taken over every sample."""
         on_disk = files is not None and bool(files.files)
-        db = Db(on_disk=on_disk and TABLES_ON_DISK)
+        db = Db(on_disk=on_disk)  # a run on disk may be long: its table compressed, not held whole
         raw, batches = source(db.con, files.files if on_disk else None, record.cpu)  # type: ignore[union-attr]
         try:
             tables(db.con, raw, len(record.run.parts) > 1, batches)

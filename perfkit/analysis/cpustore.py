@@ -6,7 +6,6 @@ process's names, made in a private database folder.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import weakref
@@ -20,7 +19,6 @@ from perfkit.errors import ResultsError
 from perfkit.results import CPU_COLUMNS
 
 _NUMERIC = ("t_ns", "worker", "pid", "cpu_percent", "rss_bytes", "num_threads")
-TABLES_ON_DISK = os.environ.get("PERFKIT_CPU_TABLES", "disk") == "disk"  # TEMPORARY: measured both ways
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,9 @@ def _check_schema(path: Path) -> None:
 class Db:
     """A DuckDB database in a private temporary folder (removed with it), never in the working directory,
     which may belong to someone else or be read-only. ``on_disk``: its tables are a file there, stored
-    compressed and paged in as queries need them, rather than held whole in memory."""
+    compressed and paged in as queries need them, rather than held whole in memory: a little more time for
+    much less memory on a long run (the trade is measured in benchmarks/measurements, "Analysis at cluster
+    scale")."""
 
     def __init__(self, on_disk: bool = False) -> None:
         import duckdb
