@@ -180,14 +180,24 @@ def _read_frame(path: Path, columns: tuple[str, ...], text: tuple[str, ...] = ()
     try:
         df = pd.read_parquet(path, read_dictionary=list(text)) if text else pd.read_parquet(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-        raise ResultsError(f"{path}: unreadable Parquet file ({exc.__class__.__name__})") from None
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ResultsError(f"{path}: missing columns {', '.join(missing)}")
+        raise unreadable_parquet(path, exc) from None
+    require_columns(path, df.columns, columns)
     for c in text:
         if c in df.columns and isinstance(df[c].dtype, pd.CategoricalDtype):
             df[c] = df[c].cat.set_categories(sorted(df[c].cat.categories))
     return df
+
+
+def unreadable_parquet(path: Path, exc: BaseException) -> ResultsError:
+    """The one-line error of a Parquet file pyarrow could not read (it raises several types for one)."""
+    return ResultsError(f"{path}: unreadable Parquet file ({exc.__class__.__name__})")
+
+
+def require_columns(path: Path, present: Any, columns: tuple[str, ...]) -> None:
+    """Raise ResultsError naming ``path`` and every one of ``columns`` not ``present``."""
+    missing = [c for c in columns if c not in present]
+    if missing:
+        raise ResultsError(f"{path}: missing columns {', '.join(missing)}")
 
 
 def _worker_frames(path: Path, name: str, columns: tuple[str, ...]) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from perfkit.errors import ResultsError
-from perfkit.results import CPU_COLUMNS
+from perfkit.results import CPU_COLUMNS, require_columns, unreadable_parquet
 
 _NUMERIC = ("t_ns", "worker", "pid", "cpu_percent", "rss_bytes", "num_threads")
 
@@ -55,10 +55,8 @@ def _check_schema(path: Path) -> None:
     try:
         schema = pq.read_schema(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-        raise ResultsError(f"{path}: unreadable Parquet file ({exc.__class__.__name__})") from None
-    missing = [c for c in CPU_COLUMNS if c not in schema.names]
-    if missing:
-        raise ResultsError(f"{path}: missing columns {', '.join(missing)}")
+        raise unreadable_parquet(path, exc) from None
+    require_columns(path, schema.names, CPU_COLUMNS)
     for c in _NUMERIC:
         kind = schema.field(c).type
         if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
@@ -99,7 +97,7 @@ def _register_file(con: Any, name: str, path: Path) -> None:
     try:
         con.register(name, ds.dataset(str(path), format="parquet"))
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-        raise ResultsError(f"{path}: unreadable Parquet file ({exc.__class__.__name__})") from None
+        raise unreadable_parquet(path, exc) from None
 
 
 def _number(column: str) -> str:
